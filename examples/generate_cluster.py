@@ -1,0 +1,1016 @@
+"""Generate the bundled sample cluster for `placer simulate`.
+
+Writes ``cluster.yaml`` (what ``kubectl get nodes,pods -A -o yaml`` would print, followed by
+``metrics.k8s.io`` NodeMetrics documents) and ``profiles/all.yaml`` (every example profile in
+one file). The output is deterministic: a fixed seed, fixed timestamps and sorted keys, so the
+checked-in files can be compared with a fresh run (``tests/test_examples_shape.py`` does).
+
+    python examples/generate_cluster.py             # writes next to this script
+    python examples/generate_cluster.py --out DIR   # writes DIR/cluster.yaml, DIR/profiles/all.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+PROFILES_DIR = HERE / "profiles"
+ALL_PROFILES = "all.yaml"
+
+SEED = 20250310
+NOW = datetime(2025, 3, 10, 10, 0, 0, tzinfo=UTC)  # "now": metrics timestamp, newest pod
+ZONES = ("zone-a", "zone-b", "zone-c")
+REGION = "region-1"
+KUBELET_VERSION = "v1.29.4"
+MAX_PODS = 110
+
+Manifest = dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------------
+# Nodes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A group of identical nodes, named ``{prefix}-01`` ... and spread round-robin over zones."""
+
+    prefix: str
+    count: int
+    cpu: int
+    memory_gi: int
+    disk_gi: int
+    instance_type: str
+    gpus: int = 0
+
+
+POOLS = (
+    Pool("small", 12, 4, 16, 100, "std-4x16"),
+    Pool("medium", 16, 8, 32, 100, "std-8x32"),
+    Pool("large", 12, 16, 64, 200, "std-16x64"),
+    Pool("xlarge", 6, 32, 128, 200, "std-32x128"),
+    Pool("gpu", 4, 32, 128, 500, "gpu-32x128-4g", gpus=4),
+)
+
+
+def _names(prefix: str, numbers: Iterable[int]) -> frozenset[str]:
+    return frozenset(f"{prefix}-{n:02d}" for n in numbers)
+
+
+# The special nodes, fixed by name so that README.md and the profiles can refer to them.
+CPU_LABELLED = _names("large", range(1, 7)) | _names("xlarge", range(1, 7))  # cpu: "true"
+HELLO_LABELLED = _names("small", (1, 2)) | _names("medium", (1, 2, 3, 4))  # node: hello
+SPOT = _names("medium", (15, 16))  # spot=true:PreferNoSchedule
+CORDONED = _names("small", (11,)) | _names("large", (11,))
+NOT_READY = _names("small", (12,)) | _names("medium", (14,))
+HOST_PORT_8080 = _names("medium", (6,)) | _names("large", (9,))  # a bound pod holds hostPort 8080
+
+# Nodes with NodeMetrics: name -> (cpu, memory) usage as fractions of allocatable.
+# The first three are above avoid-busy's thresholds (cpu 0.8, memory 0.85).
+METRICS = {
+    "small-03": (0.93, 0.45),
+    "medium-07": (0.35, 0.91),
+    "large-02": (0.86, 0.88),
+    "small-05": (0.22, 0.31),
+    "medium-09": (0.48, 0.52),
+    "medium-10": (0.12, 0.18),
+    "large-04": (0.61, 0.40),
+    "xlarge-02": (0.27, 0.66),
+    "gpu-02": (0.55, 0.35),
+}
+
+# Images: reference -> size in MB (50-900). Nodes hold a random subset in status.images.
+IMAGES = {
+    "registry.example/web:2.4": 142,
+    "registry.example/api:1.2": 318,
+    "registry.example/cache:7.2": 117,
+    "registry.example/checkout:3.1": 264,
+    "registry.example/search:5.0": 587,
+    "registry.example/frontend:1.9": 96,
+    "registry.example/etl:0.14": 731,
+    "registry.example/report:2.2": 412,
+    "registry.example/train:0.7": 894,
+    "registry.example/edge-proxy:1.27": 58,
+    "registry.example/legacy:4.6": 205,
+    "registry.example/log-agent:0.9": 74,
+    "registry.example/tools:1.0": 153,
+    "registry.example/coredns:1.11": 61,
+    "registry.example/metrics-server:0.7": 67,
+}
+
+
+@dataclass
+class NodeState:
+    """What the generator tracks per node while binding the running pods."""
+
+    name: str
+    zone: str
+    ip: str
+    cpu_m: int  # allocatable
+    memory_ki: int  # allocatable
+    gpus: int
+    used_cpu_m: int = 0
+    used_memory_ki: int = 0
+    used_gpus: int = 0
+    pods: int = 0
+
+    def fits(self, cpu_m: int, memory_ki: int, gpus: int) -> bool:
+        return (
+            self.used_cpu_m + cpu_m <= self.cpu_m
+            and self.used_memory_ki + memory_ki <= self.memory_ki
+            and self.used_gpus + gpus <= self.gpus
+            and self.pods < MAX_PODS
+        )
+
+    def take(self, cpu_m: int, memory_ki: int, gpus: int) -> None:
+        self.used_cpu_m += cpu_m
+        self.used_memory_ki += memory_ki
+        self.used_gpus += gpus
+        self.pods += 1
+
+
+def ts(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_uid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def reserved_cpu_m(cpu: int) -> int:
+    """kube-reserved CPU as GKE computes it: 6% of the first core, 1% of the next, ..."""
+    reserved = 60.0 + 10.0 * min(max(cpu - 1, 0), 1)
+    reserved += 5.0 * min(max(cpu - 2, 0), 2) + 2.5 * max(cpu - 4, 0)
+    return int(reserved)
+
+
+def node_labels(name: str, pool: Pool, zone: str) -> dict[str, str]:
+    labels = {
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": pool.instance_type,
+        "topology.kubernetes.io/region": REGION,
+        "topology.kubernetes.io/zone": zone,
+        "pool": pool.prefix,
+    }
+    if name in CPU_LABELLED:
+        labels["cpu"] = "true"
+    if name in HELLO_LABELLED:
+        labels["node"] = "hello"
+    if pool.gpus:
+        labels["nvidia.com/gpu.present"] = "true"
+    return labels
+
+
+def node_taints(name: str, pool: Pool) -> list[Manifest]:
+    taints: list[Manifest] = []
+    if pool.gpus:
+        taints.append({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"})
+    if name in SPOT:
+        taints.append({"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
+    if name in CORDONED:
+        taints.append(
+            {
+                "key": "node.kubernetes.io/unschedulable",
+                "effect": "NoSchedule",
+                "timeAdded": ts(NOW - timedelta(hours=3)),
+            }
+        )
+    if name in NOT_READY:
+        taints.append(
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "effect": "NoSchedule",
+                "timeAdded": ts(NOW - timedelta(minutes=40)),
+            }
+        )
+    return taints
+
+
+def node_conditions(name: str) -> list[Manifest]:
+    heartbeat = ts(NOW - timedelta(seconds=20))
+    since = ts(NOW - timedelta(days=6))
+
+    def condition(kind: str, status: str, reason: str, message: str, at: str) -> Manifest:
+        return {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": heartbeat,
+            "lastTransitionTime": at,
+        }
+
+    if name in NOT_READY:
+        ready = condition(
+            "Ready",
+            "False",
+            "KubeletNotReady",
+            "container runtime network not ready: NetworkReady=false "
+            "reason:NetworkPluginNotReady message:Network plugin returns error: "
+            "cni plugin not initialized",
+            ts(NOW - timedelta(minutes=40)),
+        )
+    else:
+        ready = condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", since)
+    return [
+        condition(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+            since,
+        ),
+        condition(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+            since,
+        ),
+        condition(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+            since,
+        ),
+        ready,
+    ]
+
+
+def image_digest(reference: str) -> str:
+    repository = reference.rsplit(":", 1)[0]
+    digest = hashlib.sha256(reference.encode()).hexdigest()
+    return f"{repository}@sha256:{digest}"
+
+
+def node_images(rng: random.Random, pool: Pool) -> list[Manifest]:
+    candidates = sorted(ref for ref in IMAGES if ref != "registry.example/train:0.7")
+    held = rng.sample(candidates, rng.randint(4, 9))
+    if pool.gpus:
+        held.append("registry.example/train:0.7")
+    held.sort(key=lambda ref: (-IMAGES[ref], ref))  # the kubelet lists the largest first
+    return [
+        {"names": [image_digest(ref), ref], "sizeBytes": IMAGES[ref] * 1_000_000 + 123_456}
+        for ref in held
+    ]
+
+
+def make_node(
+    rng: random.Random, pool: Pool, number: int, index: int
+) -> tuple[Manifest, NodeState]:
+    name = f"{pool.prefix}-{number:02d}"
+    zone = ZONES[(number - 1) % len(ZONES)]
+    ip = f"10.0.{ZONES.index(zone) * 32 + index // 200}.{10 + index % 200}"
+
+    memory_ki = pool.memory_gi * 1024 * 1024 - rng.randint(150_000, 400_000)
+    allocatable_memory_ki = memory_ki - (512 + 16 * pool.memory_gi + 100) * 1024
+    disk_ki = pool.disk_gi * 1024 * 1024 - rng.randint(1_000_000, 3_000_000)
+    allocatable_cpu_m = pool.cpu * 1000 - reserved_cpu_m(pool.cpu)
+
+    capacity = {
+        "cpu": str(pool.cpu),
+        "ephemeral-storage": f"{disk_ki}Ki",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": f"{memory_ki}Ki",
+        "pods": str(MAX_PODS),
+    }
+    allocatable = {
+        "cpu": f"{allocatable_cpu_m}m",
+        # the kubelet prints allocatable ephemeral-storage in plain bytes
+        "ephemeral-storage": str(disk_ki * 1024 * 9 // 10),
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": f"{allocatable_memory_ki}Ki",
+        "pods": str(MAX_PODS),
+    }
+    if pool.gpus:
+        capacity["nvidia.com/gpu"] = str(pool.gpus)
+        allocatable["nvidia.com/gpu"] = str(pool.gpus)
+
+    spec: Manifest = {
+        "podCIDR": f"10.244.{index}.0/24",
+        "podCIDRs": [f"10.244.{index}.0/24"],
+        "providerID": f"example://{REGION}/{zone}/{name}",
+    }
+    taints = node_taints(name, pool)
+    if taints:
+        spec["taints"] = taints
+    if name in CORDONED:
+        spec["unschedulable"] = True
+
+    manifest: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": new_uid(rng),
+            "resourceVersion": str(rng.randint(100_000, 999_999)),
+            "creationTimestamp": ts(NOW - timedelta(days=30 - index % 20, minutes=7 * index)),
+            "labels": node_labels(name, pool, zone),
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
+        },
+        "spec": spec,
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
+            "allocatable": allocatable,
+            "capacity": capacity,
+            "conditions": node_conditions(name),
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "images": node_images(rng, pool),
+            "nodeInfo": {
+                "architecture": "amd64",
+                "containerRuntimeVersion": "containerd://1.7.13",
+                "kernelVersion": "6.5.0-1017-example",
+                "kubeProxyVersion": KUBELET_VERSION,
+                "kubeletVersion": KUBELET_VERSION,
+                "operatingSystem": "linux",
+                "osImage": "Ubuntu 22.04.4 LTS",
+            },
+        },
+    }
+    state = NodeState(name, zone, ip, allocatable_cpu_m, allocatable_memory_ki, pool.gpus)
+    return manifest, state
+
+
+def make_nodes(rng: random.Random) -> tuple[list[Manifest], dict[str, NodeState]]:
+    manifests: list[Manifest] = []
+    states: dict[str, NodeState] = {}
+    index = 0
+    for pool in POOLS:
+        for number in range(1, pool.count + 1):
+            manifest, state = make_node(rng, pool, number, index)
+            manifests.append(manifest)
+            states[state.name] = state
+            index += 1
+    manifests.sort(key=lambda node: node["metadata"]["name"])  # as the API server lists them
+    return manifests, states
+
+
+# --------------------------------------------------------------------------------------------
+# Pods
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class App:
+    name: str
+    namespace: str
+    image: str
+    restart_policy: str = "Always"
+
+
+APPS = {
+    app.name: app
+    for app in (
+        App("web", "team-a", "registry.example/web:2.4"),
+        App("api", "team-a", "registry.example/api:1.2"),
+        App("cache", "team-a", "registry.example/cache:7.2"),
+        App("edge-proxy", "team-a", "registry.example/edge-proxy:1.27"),
+        App("checkout", "team-b", "registry.example/checkout:3.1"),
+        App("search", "team-b", "registry.example/search:5.0"),
+        App("frontend", "team-b", "registry.example/frontend:1.9"),
+        App("legacy", "team-b", "registry.example/legacy:4.6"),
+        App("etl", "batch", "registry.example/etl:0.14", "OnFailure"),
+        App("report", "batch", "registry.example/report:2.2", "OnFailure"),
+        App("train", "batch", "registry.example/train:0.7", "Never"),
+        App("coredns", "kube-system", "registry.example/coredns:1.11"),
+        App("metrics-server", "kube-system", "registry.example/metrics-server:0.7"),
+    )
+}
+GENERAL_APPS = ("web", "api", "cache", "checkout", "search", "frontend", "etl", "report")
+TENANTS = ("tenant-1", "tenant-2", "tenant-3", "tenant-4")
+
+CPU_REQUESTS = ("100m", "200m", "250m", "500m", "750m", "1", "1500m", "2")
+MEMORY_REQUESTS = ("128Mi", "256Mi", "512Mi", "1Gi", "1G", "1536Mi", "2Gi", "4Gi")
+PRIORITY_CLASSES = {0: None, 100: "standard", 1000: "high"}
+
+# Added by the API server's DefaultTolerationSeconds admission plugin to every pod.
+DEFAULT_TOLERATIONS: list[Manifest] = [
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+]
+GPU_TOLERATION: Manifest = {
+    "key": "dedicated",
+    "operator": "Equal",
+    "value": "gpu",
+    "effect": "NoSchedule",
+}
+SPOT_TOLERATION: Manifest = {
+    "key": "spot",
+    "operator": "Equal",
+    "value": "true",
+    "effect": "PreferNoSchedule",
+}
+
+# Scheduler names of the example profiles (examples/profiles/*.yaml) and how many pending pods
+# each gets; "default-scheduler" pods are not Placer's and `placer simulate` skips them.
+PENDING_BY_SCHEDULER = {
+    "placer": 97,
+    "spread-scheduler": 14,
+    "binpack-scheduler": 14,
+    "prefer-node-scheduler": 14,
+    "cpu-scheduler": 14,
+    "avoid-hello-scheduler": 14,
+    "tenant-spread-scheduler": 14,
+    "avoid-busy-scheduler": 14,
+}
+FOREIGN_SCHEDULER = "default-scheduler"
+FOREIGN_PENDING = 5
+
+# Special pending pods by kind; the rest of PENDING_BY_SCHEDULER's pods are "plain".
+PENDING_KINDS = {
+    "best-effort": 5,
+    "init": 6,
+    "gpu": 6,
+    "node-selector": 8,
+    "required-affinity": 6,
+    "preferred-affinity": 8,
+    "host-port": 3,
+    "spot-toleration": 4,
+    "overhead": 2,
+    "impossible": 5,
+}
+BOUND_RUNNING = 60
+BOUND_SUCCEEDED = 2
+
+
+@dataclass
+class PodPlan:
+    """A pod under construction; `render_pod` turns it into the API object."""
+
+    app: App
+    name: str
+    uid: str
+    created: datetime
+    scheduler: str
+    containers: list[Manifest]
+    labels: dict[str, str] = field(default_factory=dict)
+    priority: int = 0
+    init_containers: list[Manifest] = field(default_factory=list)
+    tolerations: list[Manifest] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: Manifest = field(default_factory=dict)
+    runtime_class: str | None = None
+    overhead: dict[str, str] = field(default_factory=dict)
+    node: NodeState | None = None
+    phase: str = "Pending"
+
+
+class Names:
+    """Deployment-style pod names: ``{app}-{replicaset hash}-{suffix}``, unique."""
+
+    ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.hashes: dict[str, str] = {}
+        self.used: set[str] = set()
+
+    def _token(self, length: int) -> str:
+        return "".join(self.rng.choice(self.ALPHABET) for _ in range(length))
+
+    def next(self, app: App) -> str:
+        if app.name not in self.hashes:
+            self.hashes[app.name] = self._token(10 if app.restart_policy == "Always" else 8)
+        while True:
+            name = f"{app.name}-{self.hashes[app.name]}-{self._token(5)}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+
+def random_resources(rng: random.Random) -> Manifest:
+    requests = {"cpu": rng.choice(CPU_REQUESTS), "memory": rng.choice(MEMORY_REQUESTS)}
+    if rng.random() < 0.1:
+        requests["ephemeral-storage"] = rng.choice(("1Gi", "2Gi", "5Gi"))
+    style = rng.choice(("requests-only", "memory-limit", "guaranteed", "burstable"))
+    if style == "memory-limit":
+        return {"requests": requests, "limits": {"memory": requests["memory"]}}
+    if style == "guaranteed":
+        return {"requests": requests, "limits": dict(requests)}
+    if style == "burstable":
+        return {"requests": requests, "limits": {"cpu": "4", "memory": "8Gi"}}
+    return {"requests": requests}
+
+
+def container(name: str, image: str, resources: Manifest) -> Manifest:
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": resources,
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    }
+
+
+def log_agent() -> Manifest:
+    resources = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    return container("log-agent", "registry.example/log-agent:0.9", resources)
+
+
+def new_plan(
+    rng: random.Random,
+    names: Names,
+    app: App,
+    scheduler: str,
+    created: datetime,
+    resources: Manifest | None = None,
+) -> PodPlan:
+    containers = [container(app.name, app.image, resources or random_resources(rng))]
+    if app.namespace != "batch" and rng.random() < 0.2:
+        containers.append(log_agent())
+    labels = {"app": app.name}
+    if rng.random() < 0.9:  # a few pods carry no tenant: SpreadByLabel scores them alike
+        labels["tenant"] = rng.choice(TENANTS)
+    priority = rng.choices((0, 100, 1000), weights=(7, 2, 1))[0]
+    return PodPlan(
+        app=app,
+        name=names.next(app),
+        uid=new_uid(rng),
+        created=created,
+        scheduler=scheduler,
+        containers=containers,
+        labels=labels,
+        priority=priority,
+    )
+
+
+# Modifiers for the special kinds of pending pods. Each gets the plan and how many pods of its
+# kind came before, so that variants are spread deterministically.
+
+
+def make_best_effort(plan: PodPlan, _: random.Random, __: int) -> None:
+    for spec in plan.containers:
+        spec["resources"] = {}
+
+
+def make_init(plan: PodPlan, rng: random.Random, nth: int) -> None:
+    steps = [
+        ("migrate", "1", "1Gi"),
+        ("fetch-model", "1500m", "3Gi"),
+        ("wait-for-db", "100m", "64Mi"),
+    ]
+    name, cpu, memory = steps[nth % len(steps)]
+    resources = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
+    plan.init_containers.append(container(name, "registry.example/tools:1.0", resources))
+
+
+def make_gpu(plan: PodPlan, rng: random.Random, nth: int) -> None:
+    resources = {
+        "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+        "limits": {"memory": "16Gi", "nvidia.com/gpu": "1"},
+    }
+    plan.containers = [container("train", plan.app.image, resources)]
+    plan.tolerations.append(dict(GPU_TOLERATION))
+
+
+NODE_SELECTORS = (
+    {"topology.kubernetes.io/zone": "zone-b"},
+    {"cpu": "true"},
+    {"node.kubernetes.io/instance-type": "std-16x64"},
+    {"node": "hello"},
+    {"kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "zone-c"},
+)
+
+
+def make_node_selector(plan: PodPlan, _: random.Random, nth: int) -> None:
+    plan.node_selector = dict(NODE_SELECTORS[nth % len(NODE_SELECTORS)])
+
+
+def _requirement(key: str, operator: str, *values: str) -> Manifest:
+    requirement: Manifest = {"key": key, "operator": operator}
+    if values:
+        requirement["values"] = list(values)
+    return requirement
+
+
+REQUIRED_TERMS: tuple[list[Manifest], ...] = (
+    [{"matchExpressions": [_requirement("topology.kubernetes.io/zone", "In", "zone-a", "zone-c")]}],
+    [{"matchExpressions": [_requirement("node.kubernetes.io/instance-type", "NotIn", "std-4x16")]}],
+    [{"matchExpressions": [_requirement("cpu", "Exists")]}],
+    [  # two terms are ORed
+        {"matchExpressions": [_requirement("topology.kubernetes.io/zone", "In", "zone-a")]},
+        {"matchExpressions": [_requirement("node", "In", "hello")]},
+    ],
+    [{"matchExpressions": [_requirement("node", "DoesNotExist")]}],
+    [{"matchFields": [_requirement("metadata.name", "In", "large-05", "large-06", "xlarge-03")]}],
+)
+
+
+def make_required_affinity(plan: PodPlan, _: random.Random, nth: int) -> None:
+    terms = REQUIRED_TERMS[nth % len(REQUIRED_TERMS)]
+    plan.affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+
+
+def _preference(weight: int, requirement: Manifest) -> Manifest:
+    return {"weight": weight, "preference": {"matchExpressions": [requirement]}}
+
+
+PREFERRED_TERMS: tuple[list[Manifest], ...] = (
+    [_preference(50, _requirement("topology.kubernetes.io/zone", "In", "zone-b"))],
+    [
+        _preference(80, _requirement("node.kubernetes.io/instance-type", "In", "std-32x128")),
+        _preference(20, _requirement("cpu", "Exists")),
+    ],
+    [_preference(100, _requirement("topology.kubernetes.io/zone", "In", "zone-a", "zone-c"))],
+    [_preference(10, _requirement("node", "NotIn", "hello"))],
+)
+
+
+def make_preferred_affinity(plan: PodPlan, _: random.Random, nth: int) -> None:
+    terms = PREFERRED_TERMS[nth % len(PREFERRED_TERMS)]
+    plan.affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+
+
+def make_host_port(plan: PodPlan, _: random.Random, __: int) -> None:
+    resources = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "256Mi"}}
+    proxy = container("edge-proxy", plan.app.image, resources)
+    proxy["ports"] = [{"containerPort": 8080, "hostPort": 8080, "name": "http", "protocol": "TCP"}]
+    plan.containers = [proxy]
+
+
+def make_spot_toleration(plan: PodPlan, _: random.Random, __: int) -> None:
+    plan.tolerations.append(dict(SPOT_TOLERATION))
+
+
+def make_overhead(plan: PodPlan, _: random.Random, __: int) -> None:
+    plan.runtime_class = "kata"
+    plan.overhead = {"cpu": "250m", "memory": "160Mi"}
+
+
+def make_impossible(plan: PodPlan, rng: random.Random, nth: int) -> None:
+    """Pods no node can take, so `placer simulate` reports some unschedulable ones."""
+    main = plan.containers[0]
+    if nth % 5 == 0:  # no node has 64 CPUs
+        main["resources"] = {"requests": {"cpu": "64", "memory": "8Gi"}}
+    elif nth % 5 == 1:  # nor 512Gi of memory
+        main["resources"] = {"requests": {"cpu": "2", "memory": "512Gi"}}
+    elif nth % 5 == 2:  # there is no zone-d
+        plan.node_selector = {"topology.kubernetes.io/zone": "zone-d"}
+    elif nth % 5 == 3:  # GPU nodes have 4 GPUs each
+        make_gpu(plan, rng, nth)
+        plan.containers[0]["resources"] = {
+            "requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8"},
+            "limits": {"nvidia.com/gpu": "8"},
+        }
+    else:  # 24 CPUs only on cpu-labelled nodes in zone-a with 16 CPUs
+        main["resources"] = {"requests": {"cpu": "24", "memory": "4Gi"}}
+        plan.node_selector = {
+            "cpu": "true",
+            "node.kubernetes.io/instance-type": "std-16x64",
+            "topology.kubernetes.io/zone": "zone-a",
+        }
+
+
+KIND_MODIFIERS = {
+    "best-effort": make_best_effort,
+    "init": make_init,
+    "gpu": make_gpu,
+    "node-selector": make_node_selector,
+    "required-affinity": make_required_affinity,
+    "preferred-affinity": make_preferred_affinity,
+    "host-port": make_host_port,
+    "spot-toleration": make_spot_toleration,
+    "overhead": make_overhead,
+    "impossible": make_impossible,
+}
+
+
+def app_for(rng: random.Random, kind: str, nth: int) -> App:
+    """The workload of a pending pod: some kinds need a particular one."""
+    if kind == "gpu" or (kind == "impossible" and nth % 5 == 3):
+        return APPS["train"]
+    if kind == "host-port":
+        return APPS["edge-proxy"]
+    return APPS[rng.choice(GENERAL_APPS)]
+
+
+def pending_plans(rng: random.Random, names: Names) -> list[PodPlan]:
+    schedulers = [name for name, count in PENDING_BY_SCHEDULER.items() for _ in range(count)]
+    kinds = [kind for kind, count in PENDING_KINDS.items() for _ in range(count)]
+    kinds += ["plain"] * (len(schedulers) - len(kinds))
+    rng.shuffle(schedulers)
+    rng.shuffle(kinds)
+    seen: dict[str, int] = {}
+    plans = []
+    for scheduler, kind in zip(schedulers, kinds, strict=True):
+        nth = seen.get(kind, 0)
+        seen[kind] = nth + 1
+        created = NOW - timedelta(seconds=rng.randint(60, 3660))
+        plan = new_plan(rng, names, app_for(rng, kind, nth), scheduler, created)
+        if kind != "plain":
+            KIND_MODIFIERS[kind](plan, rng, nth)
+        plans.append(plan)
+    for _ in range(FOREIGN_PENDING):
+        created = NOW - timedelta(seconds=rng.randint(60, 3660))
+        plans.append(new_plan(rng, names, APPS["legacy"], FOREIGN_SCHEDULER, created))
+    return plans
+
+
+# Bound pods ---------------------------------------------------------------------------------
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+_DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9}
+
+
+def cpu_millis(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def memory_kibibytes(quantity: str) -> int:
+    for suffix, factor in {**_BINARY, **_DECIMAL}.items():
+        if quantity.endswith(suffix):
+            return -(-int(quantity[: -len(suffix)]) * factor // 1024)
+    return -(-int(quantity) // 1024)
+
+
+def plan_requests(plan: PodPlan) -> tuple[int, int, int]:
+    """(cpu millis, memory KiB, GPUs) the pod requests, as the scheduler counts them."""
+
+    def total(specs: list[Manifest], key: str, parse: Any) -> list[int]:
+        return [parse(c["resources"].get("requests", {}).get(key, "0")) for c in specs]
+
+    result = []
+    for key, parse in (("cpu", cpu_millis), ("memory", memory_kibibytes), ("nvidia.com/gpu", int)):
+        app = sum(total(plan.containers, key, parse))
+        value = max([app, *total(plan.init_containers, key, parse)])
+        if key in plan.overhead:
+            value += parse(plan.overhead[key])
+        result.append(value)
+    return result[0], result[1], result[2]
+
+
+def bind(rng: random.Random, plan: PodPlan, candidates: list[NodeState]) -> None:
+    cpu_m, memory_ki, gpus = plan_requests(plan)
+    fitting = [node for node in candidates if node.fits(cpu_m, memory_ki, gpus)]
+    node = rng.choice(fitting)
+    node.take(cpu_m, memory_ki, gpus)
+    plan.node = node
+
+
+def bound_plans(rng: random.Random, names: Names, nodes: dict[str, NodeState]) -> list[PodPlan]:
+    """Pods bound before the simulation starts: system pods, services, batch jobs."""
+
+    def created() -> datetime:
+        return NOW - timedelta(hours=rng.randint(2, 200), seconds=rng.randint(0, 3599))
+
+    general = [node for node in nodes.values() if node.gpus == 0]
+    # The nodes that NodeMetrics show busy also carry more pods.
+    weighted = general + [nodes[name] for name in METRICS if METRICS[name][0] > 0.8] * 6
+    plans: list[PodPlan] = []
+
+    for app_name, count in (("coredns", 2), ("metrics-server", 1)):
+        for _ in range(count):
+            resources = {
+                "requests": {"cpu": "100m", "memory": "70Mi"},
+                "limits": {"memory": "170Mi"},
+            }
+            plan = new_plan(rng, names, APPS[app_name], "default-scheduler", created(), resources)
+            plan.labels = {"k8s-app": app_name}
+            plan.priority = 2_000_000_000
+            plans.append(plan)
+            bind(rng, plan, general)
+
+    for name in sorted(HOST_PORT_8080):
+        plan = new_plan(rng, names, APPS["edge-proxy"], "default-scheduler", created())
+        make_host_port(plan, rng, 0)
+        plans.append(plan)
+        bind(rng, plan, [nodes[name]])
+
+    gpu_nodes = [node for node in nodes.values() if node.gpus]
+    for _ in range(2):
+        plan = new_plan(rng, names, APPS["train"], "default-scheduler", created())
+        make_gpu(plan, rng, 0)
+        plans.append(plan)
+        bind(rng, plan, gpu_nodes)
+
+    while len(plans) < BOUND_RUNNING:
+        app = APPS[rng.choice(GENERAL_APPS)]
+        plan = new_plan(rng, names, app, "default-scheduler", created())
+        plans.append(plan)
+        bind(rng, plan, weighted)
+
+    for plan in plans:
+        plan.phase = "Running"
+    for _ in range(BOUND_SUCCEEDED):  # finished jobs: bound, but they no longer hold resources
+        plan = new_plan(rng, names, APPS["report"], "default-scheduler", created())
+        plan.node = rng.choice(general)
+        plan.phase = "Succeeded"
+        plans.append(plan)
+    return plans
+
+
+def qos_class(plan: PodPlan) -> str:
+    specs = plan.containers + plan.init_containers
+    if all(not s["resources"].get("requests") and not s["resources"].get("limits") for s in specs):
+        return "BestEffort"
+    for spec in specs:
+        requests = spec["resources"].get("requests", {})
+        limits = spec["resources"].get("limits", {})
+        for resource in ("cpu", "memory"):
+            limit = limits.get(resource)
+            if limit is None or requests.get(resource, limit) != limit:
+                return "Burstable"
+    return "Guaranteed"
+
+
+def pod_status(plan: PodPlan, pod_index: int) -> Manifest:
+    status: Manifest = {"phase": plan.phase, "qosClass": qos_class(plan)}
+    if plan.node is None:
+        return status
+    started = plan.created + timedelta(seconds=2)
+    running = plan.phase == "Running"
+    conditions = [
+        ("Initialized", "True"),
+        ("Ready", "True" if running else "False"),
+        ("ContainersReady", "True" if running else "False"),
+        ("PodScheduled", "True"),
+    ]
+    status["conditions"] = [
+        {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": ts(started)}
+        for kind, value in conditions
+    ]
+    status["hostIP"] = plan.node.ip
+    status["podIP"] = f"10.244.{pod_index % 50}.{10 + pod_index % 240}"
+    status["startTime"] = ts(started)
+    return status
+
+
+def render_pod(plan: PodPlan, pod_index: int) -> Manifest:
+    spec: Manifest = {
+        "containers": plan.containers,
+        "dnsPolicy": "ClusterFirst",
+        "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "priority": plan.priority,
+        "restartPolicy": plan.app.restart_policy,
+        "schedulerName": plan.scheduler,
+        "securityContext": {},
+        "serviceAccount": "default",
+        "serviceAccountName": "default",
+        "terminationGracePeriodSeconds": 30,
+        "tolerations": plan.tolerations + [dict(t) for t in DEFAULT_TOLERATIONS],
+    }
+    if plan.init_containers:
+        spec["initContainers"] = plan.init_containers
+    if plan.node_selector:
+        spec["nodeSelector"] = plan.node_selector
+    if plan.affinity:
+        spec["affinity"] = plan.affinity
+    if plan.runtime_class:
+        spec["runtimeClassName"] = plan.runtime_class
+        spec["overhead"] = plan.overhead
+    if plan.node is not None:
+        spec["nodeName"] = plan.node.name
+    priority_class = PRIORITY_CLASSES.get(plan.priority)
+    if plan.priority >= 2_000_000_000:
+        priority_class = "system-cluster-critical"
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": plan.name,
+            "namespace": plan.app.namespace,
+            "uid": plan.uid,
+            "resourceVersion": str(1_000_000 + pod_index),
+            "creationTimestamp": ts(plan.created),
+            "labels": plan.labels,
+        },
+        "spec": spec,
+        "status": pod_status(plan, pod_index),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# NodeMetrics
+# --------------------------------------------------------------------------------------------
+
+
+def make_node_metrics(
+    rng: random.Random, nodes: dict[str, NodeState], manifests: list[Manifest]
+) -> list[Manifest]:
+    labels = {m["metadata"]["name"]: m["metadata"]["labels"] for m in manifests}
+    documents = []
+    for i, (name, (cpu_fraction, memory_fraction)) in enumerate(sorted(METRICS.items())):
+        node = nodes[name]
+        cpu_m = int(node.cpu_m * cpu_fraction)
+        memory_ki = int(node.memory_ki * memory_fraction)
+        # metrics-server prints nanocores and KiB; other adapters print millicores and MiB
+        cpu = f"{cpu_m * 1_000_000 + rng.randint(0, 999_999)}n" if i % 2 == 0 else f"{cpu_m}m"
+        memory = f"{memory_ki}Ki" if i % 3 != 2 else f"{memory_ki // 1024}Mi"
+        documents.append(
+            {
+                "apiVersion": "metrics.k8s.io/v1beta1",
+                "kind": "NodeMetrics",
+                "metadata": {"name": name, "creationTimestamp": ts(NOW), "labels": labels[name]},
+                "timestamp": ts(NOW - timedelta(seconds=rng.randint(5, 25))),
+                "window": "30s",
+                "usage": {"cpu": cpu, "memory": memory},
+            }
+        )
+    return documents
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------
+
+
+def build_cluster(seed: int = SEED) -> list[Manifest]:
+    """The YAML documents of cluster.yaml: one v1 List of nodes and pods, then NodeMetrics."""
+    rng = random.Random(seed)
+    node_manifests, nodes = make_nodes(rng)
+    names = Names(rng)
+    plans = bound_plans(rng, names, nodes) + pending_plans(rng, names)
+    plans.sort(key=lambda plan: (plan.app.namespace, plan.name))  # as the API server lists them
+    pods = [render_pod(plan, i) for i, plan in enumerate(plans)]
+    listing = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": node_manifests + pods,
+    }
+    return [listing, *make_node_metrics(rng, nodes, node_manifests)]
+
+
+def dump_cluster(documents: list[Manifest]) -> str:
+    header = (
+        "# The sample cluster of examples/README.md: `kubectl get nodes,pods -A -o yaml` followed\n"
+        "# by NodeMetrics. Generated by examples/generate_cluster.py; do not edit by hand.\n"
+    )
+    body = yaml.dump_all(
+        documents, Dumper=yaml.SafeDumper, sort_keys=True, default_flow_style=False, width=100
+    )
+    return header + body
+
+
+def profile_files(directory: Path = PROFILES_DIR) -> list[Path]:
+    return sorted(path for path in directory.glob("*.yaml") if path.name != ALL_PROFILES)
+
+
+def dump_all_profiles(directory: Path = PROFILES_DIR) -> str:
+    parts = [
+        "# Every example profile in one file. Generated by examples/generate_cluster.py from the\n"
+        "# other files in this directory; do not edit by hand.\n"
+    ]
+    for path in profile_files(directory):
+        text = path.read_text()
+        parts.append("---\n" + text + ("" if text.endswith("\n") else "\n"))
+    return "".join(parts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--out", type=Path, default=HERE, help="directory to write into (default: examples/)"
+    )
+    parser.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    out: Path = args.out
+    (out / "profiles").mkdir(parents=True, exist_ok=True)
+    (out / "cluster.yaml").write_text(dump_cluster(build_cluster(args.seed)))
+    (out / "profiles" / ALL_PROFILES).write_text(dump_all_profiles())
+
+
+if __name__ == "__main__":
+    main()

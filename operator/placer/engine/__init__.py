@@ -1,0 +1,1 @@
+"""The scheduling engine: pure, no I/O. Cluster state, plugin framework, runtime, queue."""

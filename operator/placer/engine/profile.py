@@ -1,0 +1,164 @@
+"""The `SchedulerProfile` spec, validated and compiled into plugin instances.
+
+A profile is compiled once, when it is created or changed; the runtime then only calls the
+instances. Compilation either yields a whole `Profile` or raises `ProfileError` whose message
+names the profile, the plugin and the field, so the last good profile can keep scheduling
+while the status says what is wrong with the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+from placer.engine.cluster import ClusterState
+from placer.engine.framework import FilterPlugin, ScorePlugin
+from placer.plugins import REGISTRY
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_FILTERS",
+    "DEFAULT_SCORES",
+    "KIND",
+    "Profile",
+    "ProfileError",
+    "SchedulerProfileSpec",
+    "compile_profile",
+    "format_location",
+]
+
+API_VERSION = "placer.dev/v1alpha1"
+KIND = "SchedulerProfile"
+
+DEFAULT_FILTERS: tuple[dict[str, Any], ...] = tuple(
+    {"name": name}
+    for name in (
+        "NodeUnschedulable",
+        "NodeReady",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+    )
+)
+DEFAULT_SCORES: tuple[dict[str, Any], ...] = (
+    {"name": "TaintToleration", "weight": 3},
+    {"name": "NodeAffinity", "weight": 2},
+    {"name": "NodeResourcesFit", "weight": 1, "args": {"scoringStrategy": {"type": "LeastAllocated"}}},
+    {"name": "NodeResourcesBalancedAllocation", "weight": 1},
+    {"name": "ImageLocality", "weight": 1},
+)
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; `reason` is the status reason (InvalidArgs)."""
+
+    reason = "InvalidArgs"
+
+
+class PluginRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    weight: StrictInt = Field(default=1, ge=1, le=100)
+    args: dict[str, Any] | None = None
+
+
+class SchedulerProfileSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schedulerName: str = Field(min_length=1)
+    percentageOfNodesToScore: StrictInt = Field(default=0, ge=0, le=100)
+    filters: list[PluginRef] | None = None
+    scores: list[PluginRef] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    """A compiled profile: what the runtime needs, nothing it must look up per pod."""
+
+    name: str
+    scheduler_name: str
+    percentage_of_nodes_to_score: int
+    filters: tuple[FilterPlugin, ...]
+    scores: tuple[tuple[ScorePlugin, int], ...]
+    generation: int = 0
+
+    def warnings(self, cluster: ClusterState) -> list[str]:
+        seen: list[str] = []
+        for plugin in (*self.filters, *(p for p, _ in self.scores)):
+            for warning in plugin.warnings(cluster):
+                if warning not in seen:
+                    seen.append(warning)
+        return seen
+
+
+def format_location(location: Sequence[int | str]) -> str:
+    """pydantic's error location as a field path: `scoringStrategy.resources[0].weight`."""
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part not in ("function-after", "function-before") and not str(part).startswith(
+            ("function-", "tagged-union")
+        ):
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _messages(error: ValidationError, prefix: str = "") -> list[str]:
+    messages = []
+    for item in error.errors(include_url=False):
+        where = format_location(item["loc"])
+        where = f"{prefix}.{where}" if prefix and where else prefix or where
+        message = item["msg"].removeprefix("Value error, ")
+        messages.append(f"{where}: {message}" if where else message)
+    return messages
+
+
+def _instantiate(profile: str, section: str, index: int, ref: PluginRef) -> FilterPlugin | ScorePlugin:
+    where = f'profile "{profile}": {section}[{index}] {ref.name}'
+    plugin_class = REGISTRY.get(ref.name)
+    if plugin_class is None:
+        raise ProfileError(f'{where}: name: Unsupported value: "{ref.name}": known plugins: {", ".join(REGISTRY)}')
+    wanted = FilterPlugin if section == "filters" else ScorePlugin
+    if not issubclass(plugin_class, wanted):
+        role = "filter" if section == "filters" else "score"
+        raise ProfileError(f"{where}: name: {ref.name} is not a {role} plugin")
+    try:
+        args = plugin_class.Args.model_validate(ref.args or {})
+    except ValidationError as error:
+        raise ProfileError(f"{where}: " + "; ".join(_messages(error, "args"))) from None
+    return plugin_class(args)
+
+
+def _duplicates(section: str, refs: Sequence[PluginRef], profile: str) -> None:
+    names = [ref.name for ref in refs]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise ProfileError(f'profile "{profile}": {section}[{index}] {name}: name: Duplicate value: "{name}"')
+
+
+def compile_profile(name: str, spec: Mapping[str, Any] | None, generation: int = 0) -> Profile:
+    """Validate a profile's spec and build its plugins; raise ProfileError on any problem."""
+    try:
+        model = SchedulerProfileSpec.model_validate(spec if spec is not None else {})
+    except ValidationError as error:
+        raise ProfileError(f'profile "{name}": ' + "; ".join(_messages(error, "spec"))) from None
+    filters = model.filters if model.filters is not None else [PluginRef(**f) for f in DEFAULT_FILTERS]
+    scores = model.scores if model.scores is not None else [PluginRef(**s) for s in DEFAULT_SCORES]
+    _duplicates("filters", filters, name)
+    _duplicates("scores", scores, name)
+    filter_plugins = tuple(_instantiate(name, "filters", i, ref) for i, ref in enumerate(filters))
+    score_plugins = tuple((_instantiate(name, "scores", i, ref), ref.weight) for i, ref in enumerate(scores))
+    return Profile(
+        name=name,
+        scheduler_name=model.schedulerName,
+        percentage_of_nodes_to_score=model.percentageOfNodesToScore,
+        filters=filter_plugins,  # type: ignore[arg-type]
+        scores=score_plugins,  # type: ignore[arg-type]
+        generation=generation,
+    )

@@ -1,0 +1,160 @@
+"""The scheduling queue: priority order, backoff for pods that failed, prompt retries on change.
+
+Pure and clock-injected, so its timing is tested without sleeping. Pods wait in one of three
+places, as in kube-scheduler:
+
+- *active*: ready now, popped highest `spec.priority` first, then oldest, then by name;
+- *waiting*: failed an attempt, ready again after a backoff of 1 s doubling to 10 s; a cluster
+  change that may help (`wake()`) makes every waiting pod ready as soon as it has waited the
+  initial backoff since its last attempt, so a labelled node is used promptly without letting
+  a busy cluster hot-loop a pod;
+- *in flight*: popped and being decided or bound; updates to it are kept for its next attempt.
+
+Because the longest backoff is 10 s, a waiting pod is retried at least that often even when
+nothing wakes it: that is the periodic flush.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from placer.engine.objects import PodInfo
+
+__all__ = ["QueuedPod", "SchedulingQueue", "queue_order"]
+
+
+def queue_order(pod: PodInfo) -> tuple[int, float, str]:
+    """Higher priority first, then older, then namespace/name."""
+    return (-pod.priority, pod.created, pod.key)
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    pod: PodInfo
+    attempts: int = 0
+    last_attempt: float = float("-inf")
+    ready_at: float = float("-inf")
+    ticket: int = 0  # invalidates stale heap entries
+    state: str = "active"  # active | waiting | in_flight
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+    ) -> None:
+        self._clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self._entries: dict[str, QueuedPod] = {}
+        self._active: list[tuple[tuple[int, float, str], int, str]] = []
+        self._waiting: list[tuple[float, int, str]] = []
+        self._tickets = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def counts(self) -> dict[str, int]:
+        """Pods per place, for the `placer_pending_pods{queue}` gauge."""
+        counts = {"active": 0, "backoff": 0, "in_flight": 0}
+        names = {"active": "active", "waiting": "backoff", "in_flight": "in_flight"}
+        for entry in self._entries.values():
+            counts[names[entry.state]] += 1
+        return counts
+
+    def entry(self, key: str) -> QueuedPod | None:
+        return self._entries.get(key)
+
+    def add(self, pod: PodInfo) -> None:
+        """A pending pod, new or updated; an update keeps its place and backoff."""
+        entry = self._entries.get(pod.key)
+        if entry is None:
+            entry = self._entries[pod.key] = QueuedPod(pod)
+            self._push_active(entry)
+            return
+        order_changed = queue_order(entry.pod) != queue_order(pod)
+        entry.pod = pod
+        if entry.state == "active" and order_changed:
+            self._push_active(entry)
+
+    def remove(self, key: str) -> None:
+        """The pod is gone, bound, or no longer ours; stale heap entries are skipped later."""
+        self._entries.pop(key, None)
+
+    def pop(self) -> PodInfo | None:
+        """The next pod to schedule, or None when none is ready now."""
+        self._promote()
+        while self._active:
+            _, ticket, key = heapq.heappop(self._active)
+            entry = self._entries.get(key)
+            if entry is not None and entry.state == "active" and entry.ticket == ticket:
+                entry.state = "in_flight"
+                entry.attempts += 1
+                entry.last_attempt = self._clock()
+                return entry.pod
+        return None
+
+    def backoff(self, key: str) -> float | None:
+        """After a failed attempt: wait 1 s doubling to 10 s; returns the delay."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        delay = min(self.initial_backoff * 2 ** max(entry.attempts - 1, 0), self.max_backoff)
+        entry.state = "waiting"
+        entry.ready_at = entry.last_attempt + delay
+        entry.ticket = next(self._tickets)
+        heapq.heappush(self._waiting, (entry.ready_at, entry.ticket, key))
+        return delay
+
+    def retry_now(self, key: str) -> None:
+        """Back to active without backoff (e.g. the node it was bound to vanished)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._push_active(entry)
+
+    def wake(self) -> None:
+        """A change that may help waiting pods: retry each once the initial backoff has passed."""
+        changed = False
+        for entry in self._entries.values():
+            if entry.state == "waiting":
+                soonest = entry.last_attempt + self.initial_backoff
+                if soonest < entry.ready_at:
+                    entry.ready_at = soonest
+                    changed = True
+        if changed:
+            self._waiting = [
+                (e.ready_at, e.ticket, key) for key, e in self._entries.items() if e.state == "waiting"
+            ]
+            heapq.heapify(self._waiting)
+
+    def next_ready_in(self) -> float | None:
+        """Seconds until a waiting pod becomes ready (0 if one is ready); None if none waits."""
+        while self._waiting:
+            ready_at, ticket, key = self._waiting[0]
+            entry = self._entries.get(key)
+            if entry is not None and entry.state == "waiting" and entry.ticket == ticket:
+                return max(ready_at - self._clock(), 0.0)
+            heapq.heappop(self._waiting)
+        return None
+
+    def _push_active(self, entry: QueuedPod) -> None:
+        entry.state = "active"
+        entry.ticket = next(self._tickets)
+        heapq.heappush(self._active, (queue_order(entry.pod), entry.ticket, entry.pod.key))
+
+    def _promote(self) -> None:
+        now = self._clock()
+        while self._waiting and self._waiting[0][0] <= now:
+            _, ticket, key = heapq.heappop(self._waiting)
+            entry = self._entries.get(key)
+            if entry is not None and entry.state == "waiting" and entry.ticket == ticket:
+                self._push_active(entry)

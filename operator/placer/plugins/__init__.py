@@ -1,0 +1,42 @@
+"""The built-in plugins and the registry that maps their names to classes.
+
+One module per plugin, its docstring says what it does, its args and an example profile;
+its tests sit beside it in `<module>_test.py`. To add a plugin, write the module and the
+test and add one line to `REGISTRY`.
+"""
+
+from __future__ import annotations
+
+from placer.engine.framework import Plugin
+from placer.plugins.image_locality import ImageLocality
+from placer.plugins.node_affinity import NodeAffinity
+from placer.plugins.node_label import NodeLabel
+from placer.plugins.node_ports import NodePorts
+from placer.plugins.node_ready import NodeReady
+from placer.plugins.node_resources_balanced_allocation import NodeResourcesBalancedAllocation
+from placer.plugins.node_resources_fit import NodeResourcesFit
+from placer.plugins.node_unschedulable import NodeUnschedulable
+from placer.plugins.node_utilization import NodeUtilization
+from placer.plugins.prefer_node import PreferNode
+from placer.plugins.spread_by_label import SpreadByLabel
+from placer.plugins.taint_toleration import TaintToleration
+
+REGISTRY: dict[str, type[Plugin]] = {
+    plugin.name: plugin
+    for plugin in (
+        NodeUnschedulable,
+        NodeReady,
+        TaintToleration,
+        NodeAffinity,
+        NodePorts,
+        NodeResourcesFit,
+        NodeResourcesBalancedAllocation,
+        ImageLocality,
+        NodeLabel,
+        PreferNode,
+        SpreadByLabel,
+        NodeUtilization,
+    )
+}
+
+__all__ = ["REGISTRY"]

@@ -1,0 +1,61 @@
+"""Vectorised label matching shared by the plugins that read node labels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placer.engine.cluster import ClusterState
+from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm
+
+
+def label_equals(cluster: ClusterState, key: str, value: str) -> np.ndarray:
+    """Slots whose label `key` equals `value`; with value "" the key need only exist."""
+    column = cluster.label_column(key)
+    if value == "":
+        return np.not_equal(column, None)
+    return np.equal(column, value)
+
+
+def _integer_column(column: np.ndarray) -> np.ndarray:
+    """Label values as integers for Gt/Lt; NaN where absent or not an integer."""
+    out = np.full(len(column), np.nan)
+    for slot, value in enumerate(column):
+        if value is not None:
+            try:
+                out[slot] = int(value)
+            except ValueError:
+                pass
+    return out
+
+
+def requirement_mask(
+    cluster: ClusterState, requirement: NodeSelectorRequirement, field: bool = False
+) -> np.ndarray:
+    """Where a node selector requirement holds; `field` reads `metadata.name` instead of labels."""
+    column = cluster.names[: cluster.size] if field else cluster.label_column(requirement.key)
+    operator = requirement.operator
+    if operator in ("In", "NotIn"):
+        found = np.zeros(len(column), dtype=bool)
+        for value in requirement.values:
+            found |= np.equal(column, value)
+        return found if operator == "In" else ~found
+    if operator == "Exists":
+        return np.not_equal(column, None)
+    if operator == "DoesNotExist":
+        return np.equal(column, None)
+    numbers = _integer_column(column)
+    bound = int(requirement.values[0])
+    with np.errstate(invalid="ignore"):
+        return numbers > bound if operator == "Gt" else numbers < bound
+
+
+def term_mask(cluster: ClusterState, term: NodeSelectorTerm) -> np.ndarray:
+    """A node selector term: every requirement holds; an empty term matches nothing."""
+    if not term.expressions and not term.fields:
+        return np.zeros(cluster.size, dtype=bool)
+    mask = np.ones(cluster.size, dtype=bool)
+    for requirement in term.expressions:
+        mask &= requirement_mask(cluster, requirement)
+    for requirement in term.fields:
+        mask &= requirement_mask(cluster, requirement, field=True)
+    return mask

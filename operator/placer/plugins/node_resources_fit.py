@@ -1,0 +1,236 @@
+"""NodeResourcesFit — requests must fit, and how full a node should be; as kube-scheduler's plugin.
+
+Filter: the pod's requests (containers, init containers and sidecars, overhead; cpu, memory,
+ephemeral-storage, extended resources such as `nvidia.com/gpu`) must fit in the node's
+allocatable minus what bound and assumed pods already request, and the node must have room
+for one more pod. Reasons, several per node if need be: "Insufficient cpu",
+"Insufficient memory", "Insufficient nvidia.com/gpu", "Too many pods".
+
+Score, by `scoringStrategy.type` (kube-scheduler's formulas; containers without cpu/memory
+requests count as 100m / 200Mi here, as there):
+
+- `LeastAllocated` (default): `(allocatable - requested) * 100 / allocatable` per resource,
+  weighted mean — spreads pods.
+- `MostAllocated`: `requested * 100 / allocatable` per resource — packs pods.
+- `RequestedToCapacityRatio`: a piecewise-linear `shape` of utilization (0..100) to score
+  (0..10, scaled to 0..100) — any curve in between.
+
+Args::
+
+    ignoredResources: [example.com/foo]        # extended resources the filter ignores
+    ignoredResourceGroups: [example.com]
+    scoringStrategy:
+      type: LeastAllocated | MostAllocated | RequestedToCapacityRatio
+      resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]   # the default
+      requestedToCapacityRatio:                                      # required for that type
+        shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]
+
+Example profile (bin-packing)::
+
+    spec:
+      schedulerName: packing-scheduler
+      scores:
+        - name: NodeResourcesFit
+          weight: 2
+          args: {scoringStrategy: {type: MostAllocated}}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState
+from placer.engine.framework import MAX_NODE_SCORE, FilterPlugin, PluginArgs, ScorePlugin
+from placer.engine.objects import PodInfo, is_scalar_resource
+
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+
+
+class ResourceSpec(PluginArgs):
+    name: str = Field(min_length=1)
+    weight: int = Field(default=1, ge=1, le=100)
+
+
+DEFAULT_RESOURCES = (ResourceSpec(name="cpu", weight=1), ResourceSpec(name="memory", weight=1))
+
+
+def unique_resources(resources: tuple[ResourceSpec, ...]) -> tuple[ResourceSpec, ...]:
+    names = [r.name for r in resources]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"resources: duplicate resource name(s) {', '.join(duplicates)}")
+    return resources
+
+
+class UtilizationShapePoint(PluginArgs):
+    utilization: int = Field(ge=0, le=MAX_UTILIZATION)
+    score: int = Field(ge=0, le=MAX_CUSTOM_PRIORITY_SCORE)
+
+
+class RequestedToCapacityRatioParam(PluginArgs):
+    shape: tuple[UtilizationShapePoint, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _increasing(self) -> RequestedToCapacityRatioParam:
+        points = [p.utilization for p in self.shape]
+        if any(b <= a for a, b in zip(points, points[1:], strict=False)):
+            raise ValueError("shape: utilization values must be sorted in increasing order")
+        return self
+
+
+class ScoringStrategy(PluginArgs):
+    type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
+    resources: tuple[ResourceSpec, ...] = Field(default=DEFAULT_RESOURCES, min_length=1)
+    requestedToCapacityRatio: RequestedToCapacityRatioParam | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScoringStrategy:
+        unique_resources(self.resources)
+        if self.type == "RequestedToCapacityRatio" and self.requestedToCapacityRatio is None:
+            raise ValueError("requestedToCapacityRatio: Required value for type RequestedToCapacityRatio")
+        return self
+
+
+class NodeResourcesFitArgs(PluginArgs):
+    scoringStrategy: ScoringStrategy = ScoringStrategy()
+    ignoredResources: tuple[str, ...] = ()
+    ignoredResourceGroups: tuple[str, ...] = ()
+
+
+def _trunc_div(numerator: np.ndarray, denominator: np.ndarray | int) -> np.ndarray:
+    """Integer division rounding toward zero, as Go's `/` on int64."""
+    quotient = np.abs(numerator) // np.abs(denominator)
+    return np.where((numerator < 0) ^ (np.asarray(denominator) < 0), -quotient, quotient)
+
+
+def broken_linear(shape: tuple[tuple[int, int], ...], utilization: np.ndarray) -> np.ndarray:
+    """kube's `helper.BuildBrokenLinearFunction`, over a vector of utilizations."""
+    result = np.full(utilization.shape, shape[-1][1], dtype=np.int64)
+    decided = np.zeros(utilization.shape, dtype=bool)
+    for i, (point_utilization, point_score) in enumerate(shape):
+        here = ~decided & (utilization <= point_utilization)
+        if i == 0:
+            result[here] = point_score
+        else:
+            prev_utilization, prev_score = shape[i - 1]
+            step = _trunc_div(
+                (point_score - prev_score) * (utilization[here] - prev_utilization),
+                point_utilization - prev_utilization,
+            )
+            result[here] = prev_score + step
+        decided |= here
+    return result
+
+
+def pod_request_for_score(pod: PodInfo, resource: str, nonzero: bool) -> int:
+    if nonzero and resource == "cpu":
+        return pod.nonzero_cpu
+    if nonzero and resource == "memory":
+        return pod.nonzero_memory
+    return pod.requests.get(resource, 0)
+
+
+def allocation(
+    pod: PodInfo, cluster: ClusterState, slots: np.ndarray, resource: str, nonzero: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(requested including the pod, allocatable) on each slot, kube's
+    `calculateResourceAllocatableRequest`; None where the resource is not scored at all."""
+    column = cluster.resource_index.get(resource)
+    pod_amount = pod_request_for_score(pod, resource, nonzero)
+    if column is None or (pod_amount == 0 and is_scalar_resource(resource)):
+        return None
+    if nonzero and column in (CPU, MEMORY):
+        used = cluster.nonzero_requested[slots, column]
+    else:
+        used = cluster.requested[slots, column]
+    return used + pod_amount, cluster.allocatable[slots, column]
+
+
+class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResourcesFitArgs]):
+    name: ClassVar[str] = "NodeResourcesFit"
+    Args: ClassVar[type[PluginArgs]] = NodeResourcesFitArgs
+
+    def __init__(self, args: NodeResourcesFitArgs) -> None:
+        super().__init__(args)
+        strategy = args.scoringStrategy
+        self._shape: tuple[tuple[int, int], ...] = ()
+        if strategy.requestedToCapacityRatio is not None:
+            scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+            self._shape = tuple(
+                (p.utilization, p.score * scale) for p in strategy.requestedToCapacityRatio.shape
+            )
+
+    # ------------------------------------------------------------------ filter
+
+    def _ignored(self, resource: str) -> bool:
+        if not is_scalar_resource(resource):
+            return False
+        group = resource.split("/", 1)[0] if "/" in resource else ""
+        return resource in self.args.ignoredResources or group in self.args.ignoredResourceGroups
+
+    def _requests(self, pod: PodInfo, cluster: ClusterState) -> tuple[list[int], list[int]]:
+        columns, amounts = [], []
+        for resource, amount in pod.requests.items():
+            if amount > 0 and not self._ignored(resource):
+                columns.append(cluster.resource_column(resource))
+                amounts.append(amount)
+        return columns, amounts
+
+    def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+        n = cluster.size
+        columns, amounts = self._requests(pod, cluster)
+        fits = cluster.requested[:n, PODS] < cluster.allocatable[:n, PODS]
+        if columns:
+            free = cluster.allocatable[:n, columns] - cluster.requested[:n, columns]
+            fits &= (free >= np.asarray(amounts, dtype=np.int64)).all(axis=1)
+        return fits
+
+    def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        full = cluster.requested[rejected, PODS] >= cluster.allocatable[rejected, PODS]
+        if full.any():
+            counts["Too many pods"] = int(full.sum())
+        for column, amount in zip(*self._requests(pod, cluster), strict=True):
+            free = cluster.allocatable[rejected, column] - cluster.requested[rejected, column]
+            short = int((free < amount).sum())
+            if short:
+                counts[f"Insufficient {cluster.resources[column]}"] = short
+        return counts
+
+    # ------------------------------------------------------------------ score
+
+    def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
+        strategy = self.args.scoringStrategy
+        total = np.zeros(len(slots), dtype=np.int64)
+        weights = np.zeros(len(slots), dtype=np.int64)
+        for spec in strategy.resources:
+            found = allocation(pod, cluster, slots, spec.name, nonzero=True)
+            if found is None:
+                continue
+            requested, allocatable = found
+            counted = allocatable > 0
+            safe = np.where(counted, allocatable, 1)
+            if strategy.type == "LeastAllocated":
+                score = np.where(requested > allocatable, 0, (allocatable - requested) * MAX_NODE_SCORE // safe)
+            elif strategy.type == "MostAllocated":
+                score = np.minimum(requested, allocatable) * MAX_NODE_SCORE // safe
+            else:
+                utilization = np.where(
+                    counted & (requested <= allocatable), requested * MAX_UTILIZATION // safe, MAX_UTILIZATION
+                )
+                score = broken_linear(self._shape, utilization)
+                counted &= score > 0
+            total += np.where(counted, score * spec.weight, 0)
+            weights += np.where(counted, spec.weight, 0)
+        safe_weights = np.where(weights > 0, weights, 1)
+        if strategy.type == "RequestedToCapacityRatio":
+            # Go's math.Round: half away from zero (all values here are non-negative)
+            result = np.floor(total / safe_weights + 0.5).astype(np.int64)
+        else:
+            result = total // safe_weights
+        return np.where(weights > 0, result, 0)

@@ -1,0 +1,87 @@
+"""TaintToleration — respect node taints, as kube-scheduler's plugin of the same name.
+
+Filter: rejects a node carrying a `NoSchedule` or `NoExecute` taint the pod does not tolerate.
+Reason (the node's first such taint): "node(s) had untolerated taint {key: value}".
+
+Score: counts the node's `PreferNoSchedule` taints that the pod's tolerations (those with
+effect `PreferNoSchedule` or no effect) do not tolerate; fewer is better. Normalised as
+kube-scheduler does: `100 - 100 * count / max(count)`, so with no such taints anywhere every
+node scores 100.
+
+Nodes with the same taints share one evaluation, so a cluster with thousands of nodes but a
+handful of distinct taint sets costs a handful of checks per pod.
+
+Args: none.
+
+Example profile::
+
+    spec:
+      schedulerName: my-scheduler
+      filters: [{name: TaintToleration}]
+      scores: [{name: TaintToleration, weight: 3}]
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import ClassVar
+
+import numpy as np
+
+from placer.engine.cluster import ClusterState
+from placer.engine.framework import FilterPlugin, NoArgs, ScorePlugin, default_normalize
+from placer.engine.objects import PodInfo, Taint, Toleration
+
+HARD_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def first_untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:
+    for taint in taints:
+        if taint.effect in HARD_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+def intolerable_preferences(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> int:
+    soft = [t for t in tolerations if t.effect in ("", "PreferNoSchedule")]
+    return sum(
+        1
+        for taint in taints
+        if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in soft)
+    )
+
+
+class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
+    name: ClassVar[str] = "TaintToleration"
+
+    def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+        groups = cluster.taint_groups
+        if len(groups) == 1 and not groups[0]:
+            return None
+        group_ok = np.fromiter(
+            (first_untolerated(taints, pod.tolerations) is None for taints in groups),
+            dtype=bool,
+            count=len(groups),
+        )
+        return group_ok[cluster.taint_group[: cluster.size]]
+
+    def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        per_group = np.bincount(cluster.taint_group[rejected], minlength=len(cluster.taint_groups))
+        for group in np.flatnonzero(per_group):
+            taint = first_untolerated(cluster.taint_groups[group], pod.tolerations)
+            if taint is not None:
+                reason = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+                counts[reason] += int(per_group[group])
+        return counts
+
+    def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
+        per_group = np.fromiter(
+            (intolerable_preferences(taints, pod.tolerations) for taints in cluster.taint_groups),
+            dtype=np.int64,
+            count=len(cluster.taint_groups),
+        )
+        return per_group[cluster.taint_group[slots]]
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        return default_normalize(raw, reverse=True)

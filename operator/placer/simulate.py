@@ -1,0 +1,201 @@
+"""`placer simulate`: the engine on a cluster dump, no API server.
+
+Reads what `kubectl get nodes,pods -A -o yaml` prints (plus NodeMetrics) and SchedulerProfile
+documents, then places every pending pod a profile owns, in queue order, each placement
+counting against its node before the next pod is placed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from placer.engine.cluster import ClusterState
+from placer.engine.objects import ObjectError, PodInfo, parse_node, parse_node_metrics, parse_pod
+from placer.engine.profile import API_VERSION, KIND, Profile, ProfileError, compile_profile
+from placer.engine.queue import queue_order
+from placer.engine.runtime import Decision, Scheduler
+
+__all__ = ["InputError", "Simulation", "load_cluster", "load_profiles", "render_json", "render_table", "simulate"]
+
+
+class InputError(ValueError):
+    """Invalid input: the message names the file, the document and the field."""
+
+
+@dataclass
+class Simulation:
+    cluster: ClusterState
+    pending: list[PodInfo]
+    profiles: dict[str, Profile]  # by schedulerName
+    decisions: list[Decision] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _documents(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    try:
+        for number, document in enumerate(yaml.safe_load_all(text), start=1):
+            if document is not None:
+                yield number, document
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise InputError(f"{path}: invalid YAML{where}: {getattr(error, 'problem', None) or error}") from None
+
+
+def _objects(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(where, object) for every object in a file, unpacking `List` documents."""
+    for number, document in _documents(path):
+        where = f"{path}: document {number}"
+        if not isinstance(document, Mapping):
+            raise InputError(f"{where}: must be a Kubernetes object, not {type(document).__name__}")
+        if str(document.get("kind", "")).endswith("List"):
+            items = document.get("items")
+            if not isinstance(items, list):
+                raise InputError(f"{where}: items: must be a list")
+            for index, item in enumerate(items):
+                if not isinstance(item, Mapping):
+                    raise InputError(f"{where}: items[{index}]: must be a Kubernetes object")
+                yield f"{where}: items[{index}] ({item.get('kind', '?')})", item
+        else:
+            yield where, document
+
+
+def _object_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name")) if isinstance(meta, Mapping) and meta.get("name") else "?"
+
+
+def load_cluster(paths: Sequence[Path]) -> tuple[ClusterState, list[PodInfo]]:
+    """Nodes, bound pods and metrics into a ClusterState; every pod without a node in a list."""
+    cluster = ClusterState()
+    unbound: list[PodInfo] = []
+    seen: set[str] = set()
+    for path in paths:
+        for where, obj in _objects(path):
+            kind = obj.get("kind")
+            try:
+                if kind == "Node":
+                    cluster.upsert_node(parse_node(obj))
+                elif kind == "Pod":
+                    pod = parse_pod(obj)
+                    if pod.key in seen:
+                        raise ObjectError("metadata.name", f'Duplicate value: pod "{pod.key}"')
+                    seen.add(pod.key)
+                    if pod.node_name:
+                        cluster.add_pod(pod)
+                    else:
+                        unbound.append(pod)
+                elif kind == "NodeMetrics":
+                    cluster.set_node_metrics(*parse_node_metrics(obj))
+                else:
+                    raise ObjectError("kind", f'Unsupported value: "{kind}": expected Node, Pod, NodeMetrics or a List of them')
+            except ObjectError as error:
+                raise InputError(f"{where} {kind or ''} {_object_name(obj)!r}: {error}") from None
+    return cluster, unbound
+
+
+def load_profiles(paths: Sequence[Path]) -> tuple[dict[str, Profile], list[str]]:
+    """Profiles by schedulerName, and conflict warnings (the first claimant keeps a name)."""
+    by_scheduler: dict[str, Profile] = {}
+    names: set[str] = set()
+    warnings: list[str] = []
+    for path in paths:
+        for number, document in _documents(path):
+            where = f"{path}: document {number}"
+            if not isinstance(document, Mapping):
+                raise InputError(f"{where}: must be a SchedulerProfile, not {type(document).__name__}")
+            if document.get("kind") != KIND or document.get("apiVersion") != API_VERSION:
+                raise InputError(
+                    f"{where}: kind/apiVersion: expected {KIND} {API_VERSION}, "
+                    f"got {document.get('kind')!r} {document.get('apiVersion')!r}"
+                )
+            name = _object_name(document)
+            if name == "?":
+                raise InputError(f"{where}: metadata.name: Required value")
+            if name in names:
+                raise InputError(f'{where}: metadata.name: Duplicate value: profile "{name}"')
+            names.add(name)
+            try:
+                profile = compile_profile(name, document.get("spec"))
+            except ProfileError as error:
+                raise InputError(f"{where}: {error}") from None
+            holder = by_scheduler.get(profile.scheduler_name)
+            if holder is not None:
+                warnings.append(
+                    f'profile "{name}": Conflict: schedulerName "{profile.scheduler_name}" '
+                    f'is already served by profile "{holder.name}"; ignored'
+                )
+                continue
+            by_scheduler[profile.scheduler_name] = profile
+    if not by_scheduler:
+        raise InputError(f"{', '.join(map(str, paths))}: no SchedulerProfile documents")
+    return by_scheduler, warnings
+
+
+def simulate(cluster_paths: Sequence[Path], profile_paths: Sequence[Path], top: int = 3) -> Simulation:
+    cluster, unbound = load_cluster(cluster_paths)
+    profiles, warnings = load_profiles(profile_paths)
+    pending = sorted(
+        (p for p in unbound if p.scheduler_name in profiles and not p.terminal and not p.deleting),
+        key=queue_order,
+    )
+    simulation = Simulation(cluster, pending, profiles, warnings=warnings)
+    for profile in profiles.values():
+        simulation.warnings.extend(f'profile "{profile.name}": {w}' for w in profile.warnings(cluster))
+    scheduler = Scheduler()
+    for pod in pending:
+        decision = scheduler.schedule(pod, profiles[pod.scheduler_name], cluster, top=top)
+        if decision.node is not None:
+            cluster.assume(pod, decision.node)
+        simulation.decisions.append(decision)
+    return simulation
+
+
+def _summary(decisions: Sequence[Decision]) -> dict[str, int]:
+    scheduled = sum(1 for d in decisions if d.node is not None)
+    return {"pods": len(decisions), "scheduled": scheduled, "unschedulable": len(decisions) - scheduled}
+
+
+def render_json(simulation: Simulation, out: TextIO) -> None:
+    placements = [
+        {
+            "pod": d.pod,
+            "profile": d.profile,
+            "node": d.node,
+            "message": d.message,
+            "scores": [s.as_dict() for s in d.top],
+        }
+        for d in simulation.decisions
+    ]
+    json.dump({"placements": placements, "summary": _summary(simulation.decisions)}, out, indent=2)
+    out.write("\n")
+
+
+def render_table(simulation: Simulation, out: TextIO) -> None:
+    rows = [("POD", "PROFILE", "NODE", "SCORE", "REASON")]
+    for d in simulation.decisions:
+        if d.node is not None:
+            best = d.top[0]
+            leaders = sorted(best.plugins.items(), key=lambda item: -item[1])[:2]
+            reason = ", ".join(f"{name} {score}" for name, score in leaders)
+            rows.append((d.pod, d.profile, d.node, str(best.total), reason))
+        else:
+            rows.append((d.pod, d.profile, "unschedulable", "-", d.message or ""))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[4] + "\n")
+    summary = _summary(simulation.decisions)
+    out.write(
+        f"\n{summary['pods']} pods: {summary['scheduled']} scheduled, "
+        f"{summary['unschedulable']} unschedulable\n"
+    )
