@@ -1,0 +1,132 @@
+"""Engine-only benchmark: the default profile on synthetic clusters, one core, no I/O.
+
+For each size it builds the cluster (not timed), then schedules every pending pod in queue
+order, assuming each onto its node as the operator does, and times each decision. Several
+runs; the medians are reported, with a baseline measured in the same run: a bare numpy
+"fits-on-cpu-and-memory, most free cpu wins" decision, the least any vectorised scheduler does
+per pod, so the ratio says what the full framework costs on top of it, whatever the machine.
+
+    python bench/engine_bench.py [--runs 5] [--sizes 1000x5000,5000x10000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic import cluster as synthetic_cluster  # noqa: E402
+
+from placer.engine.cluster import CPU, MEMORY, ClusterState  # noqa: E402
+from placer.engine.objects import parse_node, parse_pod  # noqa: E402
+from placer.engine.profile import compile_profile  # noqa: E402
+from placer.engine.queue import queue_order  # noqa: E402
+from placer.engine.runtime import Scheduler  # noqa: E402
+
+TARGETS = {1000: 2000.0, 5000: 1000.0}  # pods/s the issue asks for, by node count
+
+
+def build(nodes: int, pods: int) -> tuple[ClusterState, list]:
+    node_objs, pod_objs = synthetic_cluster(nodes, pods)
+    state = ClusterState()
+    for obj in node_objs:
+        state.upsert_node(parse_node(obj))
+    pending = sorted((parse_pod(obj) for obj in pod_objs), key=queue_order)
+    return state, pending
+
+
+def run_engine(nodes: int, pods: int) -> dict[str, float]:
+    state, pending = build(nodes, pods)
+    profile = compile_profile("bench", {"schedulerName": "placer"})
+    scheduler = Scheduler()
+    latencies = np.empty(len(pending))
+    scheduled = 0
+    clock = time.perf_counter
+    begin = clock()
+    for i, pod in enumerate(pending):
+        start = clock()
+        decision = scheduler.schedule(pod, profile, state, top=1)
+        if decision.node is not None:
+            state.assume(pod, decision.node)
+            scheduled += 1
+        latencies[i] = clock() - start
+    elapsed = clock() - begin
+    assert not state.overcommitted(), "the engine overcommitted a node"
+    return {
+        "pods_per_s": len(pending) / elapsed,
+        "p50_ms": float(np.percentile(latencies, 50) * 1000),
+        "p99_ms": float(np.percentile(latencies, 99) * 1000),
+        "scheduled": scheduled,
+    }
+
+
+def run_baseline(nodes: int, pods: int) -> dict[str, float]:
+    state, pending = build(nodes, pods)
+    n = state.size
+    free = (state.allocatable[:n, [CPU, MEMORY]] - state.requested[:n, [CPU, MEMORY]]).copy()
+    ok_nodes = state.present[:n] & state.ready[:n] & ~state.unschedulable[:n]
+    begin = time.perf_counter()
+    for pod in pending:
+        need = np.array([pod.requests.get("cpu", 0), pod.requests.get("memory", 0)])
+        fits = ok_nodes & (free >= need).all(axis=1)
+        if fits.any():
+            best = int(np.argmax(np.where(fits, free[:, 0], -1)))
+            free[best] -= need
+    elapsed = time.perf_counter() - begin
+    return {"pods_per_s": len(pending) / elapsed}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--sizes", default="1000x5000,5000x10000", help="NODESxPODS,...")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    results = []
+    for size in args.sizes.split(","):
+        nodes, pods = (int(x) for x in size.split("x"))
+        engine_runs, baseline_runs = [], []
+        for _ in range(args.runs):  # interleaved, so both see the same machine load
+            baseline_runs.append(run_baseline(nodes, pods))
+            engine_runs.append(run_engine(nodes, pods))
+        median = {key: statistics.median(r[key] for r in engine_runs) for key in ("pods_per_s", "p50_ms", "p99_ms")}
+        baseline = statistics.median(r["pods_per_s"] for r in baseline_runs)
+        target = TARGETS.get(nodes)
+        row = {
+            "nodes": nodes,
+            "pods": pods,
+            "runs": args.runs,
+            "scheduled": engine_runs[0]["scheduled"],
+            **{k: round(v, 3) for k, v in median.items()},
+            "baseline_pods_per_s": round(baseline, 1),
+            "ratio_to_baseline": round(median["pods_per_s"] / baseline, 3),
+            "all_runs_pods_per_s": [round(r["pods_per_s"], 1) for r in engine_runs],
+            "target_pods_per_s": target,
+            "meets_target": None if target is None else median["pods_per_s"] >= target,
+        }
+        results.append(row)
+        print(
+            f"engine {nodes:>5} nodes {pods:>6} pods: {median['pods_per_s']:8.0f} pods/s "
+            f"(p50 {median['p50_ms']:.3f} ms, p99 {median['p99_ms']:.3f} ms; median of {args.runs}; "
+            f"runs {row['all_runs_pods_per_s']}) | baseline {baseline:8.0f} pods/s, "
+            f"ratio {row['ratio_to_baseline']:.2f} | target {target or '-'}: "
+            f"{'met' if row['meets_target'] else 'NOT met' if target else '-'}",
+            flush=True,
+        )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Synthetic clusters for the benchmarks, shaped like ../shared/BENCHMARKS.md's workload.
+
+Mixed node sizes (4-16 CPU), about 5 % tainted, 2 % cordoned, 3 % NotReady (with the not-ready
+taint), three zones; pods request 100m-1 CPU and 128Mi-1Gi, some with a nodeSelector or a
+toleration. Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+SIZES = ((4, 16), (8, 32), (16, 64))
+ZONES = ("zone-a", "zone-b", "zone-c")
+IMAGES = ("registry.example/app:1.0", "registry.example/web:2.3", "registry.example/batch:0.9")
+
+
+def make_node(index: int, rng: random.Random) -> dict[str, Any]:
+    cpu, memory = rng.choice(SIZES)
+    name = f"node-{index:05d}"
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/zone": ZONES[index % len(ZONES)],
+        "disktype": rng.choice(("ssd", "hdd")),
+    }
+    taints: list[dict[str, str]] = []
+    spec: dict[str, Any] = {}
+    ready = "True"
+    roll = rng.random()
+    if roll < 0.05:
+        taints.append({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"})
+    elif roll < 0.07:
+        spec["unschedulable"] = True
+        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    elif roll < 0.10:
+        ready = "False"
+        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+    if taints:
+        spec["taints"] = taints
+    allocatable = {"cpu": f"{cpu * 1000 - 100}m", "memory": f"{memory - 1}Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {
+            "allocatable": allocatable,
+            "capacity": {"cpu": str(cpu), "memory": f"{memory}Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+            "conditions": [{"type": "Ready", "status": ready}],
+            "images": [{"names": [image], "sizeBytes": rng.randint(50, 900) * 1024 * 1024} for image in IMAGES if rng.random() < 0.5],
+        },
+    }
+
+
+def make_pod(index: int, rng: random.Random, scheduler_name: str = "placer", namespace: str = "bench") -> dict[str, Any]:
+    cpu = rng.choice((100, 250, 500, 750, 1000))
+    memory = rng.choice((128, 256, 512, 1024))
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "containers": [
+            {
+                "name": "main",
+                "image": rng.choice(IMAGES),
+                "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}},
+            }
+        ],
+    }
+    roll = rng.random()
+    if roll < 0.10:
+        spec["nodeSelector"] = {"disktype": "ssd"}
+    elif roll < 0.15:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"pod-{index:06d}",
+            "namespace": namespace,
+            "uid": f"uid-{index:06d}",
+            "labels": {"app": f"app-{index % 20}", "tenant": f"tenant-{index % 4}"},
+            "creationTimestamp": f"2026-01-01T00:{(index // 60) % 60:02d}:{index % 60:02d}Z",
+        },
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+def cluster(nodes: int, pods: int, seed: int = 7) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    return [make_node(i, rng) for i in range(nodes)], [make_pod(i, rng) for i in range(pods)]
