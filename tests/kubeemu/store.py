@@ -1,0 +1,726 @@
+"""The object store: dict-based buckets, one global resourceVersion, bounded watch history.
+
+Stored objects are immutable snapshots: every write builds a new dict (sharing untouched
+sub-trees with the previous version), so list responses and watch events can reference them
+without copying, and a watch event's JSON line is serialized once for all watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import collections
+import dataclasses
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import ApiError
+from .patching import apply_patch
+from .resources import Obj, Registry, ResourceDef, defs_from_crd
+from .schema import apply_schema
+from .selectors import FieldSelector, LabelSelector
+
+# Pod spec fields that a real API server lets an update change (all else is immutable).
+MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds",
+                    "schedulingGates")
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+STOP = object()  # queue sentinel: end the watch stream cleanly
+ABORT = object()  # queue sentinel: reset the watch connection
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def now_rfc3339() -> str:
+    """Second-precision UTC timestamp, as metadata timestamps are."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def now_micro() -> str:
+    """Microsecond-precision UTC timestamp (MicroTime)."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+@dataclasses.dataclass(slots=True)
+class WatchEvent:
+    """One change in a bucket's history; ``old`` lets selector watches see transitions."""
+
+    rv: int
+    type: str
+    obj: Obj
+    old: Obj | None
+    cache: dict[tuple[str, str], bytes] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BindingRecord:
+    """One successful binding, for the audit log."""
+
+    namespace: str
+    name: str
+    node: str
+    time: float
+    resource_version: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/name`` of the pod."""
+        return f"{self.namespace}/{self.name}"
+
+
+QueueItem = tuple[str, Obj, WatchEvent | None, float] | object
+
+
+class Watcher:
+    """One open watch: a queue fed synchronously by writes, filtered by namespace and selectors."""
+
+    __slots__ = ("clock", "fields", "labels", "namespace", "queue", "rdef")
+
+    def __init__(self, rdef: ResourceDef, namespace: str | None,
+                 labels: LabelSelector, fields: FieldSelector) -> None:
+        self.rdef = rdef
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self.queue: asyncio.Queue[QueueItem] = asyncio.Queue()
+        self.clock = asyncio.get_running_loop().time  # stamps items, for injected watch lag
+
+    def put(self, etype: str, obj: Obj, ev: WatchEvent | None) -> None:
+        """Queue one event for the stream."""
+        self.queue.put_nowait((etype, obj, ev, self.clock()))
+
+    def matches(self, obj: Obj) -> bool:
+        """Whether an object (in stored form) passes this watch's filters."""
+        meta = obj["metadata"]
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if self.labels and not self.labels.matches(meta.get("labels")):
+            return False
+        if self.fields:
+            view = self.rdef.to_view(obj) if self.rdef.to_view else obj
+            if not self.fields.matches(view):
+                return False
+        return True
+
+    def offer(self, ev: WatchEvent) -> None:
+        """Queue an event, turning selector entries/exits into ADDED/DELETED as a real server."""
+        if self.namespace is None and not self.labels and not self.fields:
+            self.put(ev.type, ev.obj, ev)
+            return
+        now = self.matches(ev.obj)
+        if ev.type == "MODIFIED":
+            before = ev.old is not None and self.matches(ev.old)
+            if now and before:
+                self.put("MODIFIED", ev.obj, ev)
+            elif now:
+                self.put("ADDED", ev.obj, ev)
+            elif before:
+                self.put("DELETED", ev.obj, ev)
+        elif now:
+            self.put(ev.type, ev.obj, ev)
+
+    def line(self, etype: str, obj: Obj, ev: WatchEvent | None) -> bytes:
+        """The JSON line for an event; cached on the event, shared by all watchers of a view."""
+        if ev is not None:
+            ckey = (self.rdef.key, etype)
+            cached = ev.cache.get(ckey)
+            if cached is None:
+                view = self.rdef.to_view(obj) if self.rdef.to_view else obj
+                cached = ev.cache[ckey] = (
+                    _dumps({"type": etype, "object": view}).encode() + b"\n")
+            return cached
+        view = self.rdef.to_view(obj) if self.rdef.to_view else obj
+        return _dumps({"type": etype, "object": view}).encode() + b"\n"
+
+
+class Bucket:
+    """Objects of one storage kind, keyed by (namespace, name); cluster-scoped use ``""``."""
+
+    __slots__ = ("_sorted", "compacted_rv", "history", "name", "objects", "watchers")
+
+    def __init__(self, name: str, history_size: int) -> None:
+        self.name = name
+        self.objects: dict[tuple[str, str], Obj] = {}
+        self.history: collections.deque[WatchEvent] = collections.deque(maxlen=history_size)
+        self.compacted_rv = 0
+        self.watchers: set[Watcher] = set()
+        self._sorted: list[tuple[str, str]] | None = None
+
+    def sorted_keys(self) -> list[tuple[str, str]]:
+        """Keys in etcd order (namespace, then name); rebuilt only after inserts/deletes."""
+        if self._sorted is None:
+            self._sorted = sorted(self.objects)
+        return self._sorted
+
+    def put(self, key: tuple[str, str], obj: Obj) -> None:
+        if key not in self.objects:
+            self._sorted = None
+        self.objects[key] = obj
+
+    def pop(self, key: tuple[str, str]) -> None:
+        del self.objects[key]
+        self._sorted = None
+
+
+def _encode_continue(rv: int, key: tuple[str, str]) -> str:
+    raw = _dumps({"v": 1, "rv": rv, "ns": key[0], "name": key[1]}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw)
+        return int(data["rv"]), (str(data["ns"]), str(data["name"]))
+    except (ValueError, KeyError, TypeError):
+        raise ApiError.bad_request(f"continue key is not valid: {token!r}") from None
+
+
+def _view(rdef: ResourceDef, obj: Obj) -> Obj:
+    return rdef.to_view(obj) if rdef.to_view else obj
+
+
+def _strip_for_compare(obj: Obj) -> Obj:
+    """The parts of an object whose change bumps ``metadata.generation``."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _default_pod(obj: Obj) -> None:
+    """Apply the API server's pod defaulting that a scheduler can observe."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    if "priorityClassName" not in spec:
+        spec.setdefault("priority", 0)
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or []:
+            res = container.get("resources")
+            if isinstance(res, dict) and res.get("limits"):
+                requests = dict(res.get("limits") or {})
+                requests.update(res.get("requests") or {})
+                container["resources"] = {**res, "requests": requests}
+
+
+class Store:
+    """All objects, their history, the watchers, and the binding audit."""
+
+    def __init__(self, registry: Registry, *, history_size: int = 50_000,
+                 strict_namespaces: bool = False) -> None:
+        self.registry = registry
+        self.history_size = history_size
+        self.strict_namespaces = strict_namespaces
+        self.rv = 0
+        self.buckets: dict[str, Bucket] = {}
+        self.bindings: list[BindingRecord] = []
+        self.bind_attempts: collections.Counter[str] = collections.Counter()
+        self.on_change: list[Callable[[], None]] = []
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def bucket(self, rdef: ResourceDef) -> Bucket:
+        """The bucket of a resource, created on first use."""
+        name = rdef.storage
+        bucket = self.buckets.get(name)
+        if bucket is None:
+            bucket = self.buckets[name] = Bucket(name, self.history_size)
+        return bucket
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _commit(self, bucket: Bucket, etype: str, obj: Obj, old: Obj | None) -> None:
+        ev = WatchEvent(int(obj["metadata"]["resourceVersion"]), etype, obj, old)
+        if len(bucket.history) == bucket.history.maxlen:
+            bucket.compacted_rv = bucket.history[0].rv
+        bucket.history.append(ev)
+        for watcher in bucket.watchers:
+            watcher.offer(ev)
+        for callback in self.on_change:
+            callback()
+
+    def _key(self, rdef: ResourceDef, namespace: str | None, name: str) -> tuple[str, str]:
+        if rdef.namespaced:
+            if not namespace:
+                raise ApiError.bad_request(f"a namespace is required for {rdef.plural}")
+            return (namespace, name)
+        return ("", name)
+
+    def _existing(self, rdef: ResourceDef, namespace: str | None, name: str) -> Obj:
+        obj = self.bucket(rdef).objects.get(self._key(rdef, namespace, name))
+        if obj is None:
+            raise ApiError.not_found(rdef.plural, name, rdef.group)
+        return obj
+
+    def _generate_name(self, bucket: Bucket, namespace: str, prefix: str) -> str:
+        while True:
+            name = prefix + "".join(random.choices(_NAME_CHARS, k=5))
+            if (namespace, name) not in bucket.objects:
+                return name
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def get(self, rdef: ResourceDef, namespace: str | None, name: str) -> Obj:
+        """One object in the resource's view (a shared snapshot: do not mutate)."""
+        return _view(rdef, self._existing(rdef, namespace, name))
+
+    def iter_objects(self, rdef: ResourceDef, namespace: str | None = None) -> Iterator[Obj]:
+        """Stored objects of a bucket in key order, without filters or views (for audits)."""
+        bucket = self.bucket(rdef)
+        for key in bucket.sorted_keys():
+            if namespace is None or key[0] == namespace:
+                yield bucket.objects[key]
+
+    def list(
+        self,
+        rdef: ResourceDef,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        limit: int = 0,
+        continue_token: str | None = None,
+    ) -> tuple[list[Obj], str, str, int | None]:
+        """A page of objects: (items, list resourceVersion, continue token, remaining count)."""
+        bucket = self.bucket(rdef)
+        keys = bucket.sorted_keys()
+        lo, hi = 0, len(keys)
+        if rdef.namespaced and namespace:
+            lo = bisect.bisect_left(keys, (namespace,))
+            hi = bisect.bisect_left(keys, (namespace + "\x00",))
+        list_rv = self.rv
+        if continue_token:
+            token_rv, after = _decode_continue(continue_token)
+            if token_rv < bucket.compacted_rv:
+                raise ApiError.expired(
+                    "The provided continue parameter is too old to display a consistent list "
+                    "result. You can start a new list without the continue parameter.")
+            list_rv = token_rv
+            lo = max(lo, bisect.bisect_right(keys, after))
+        objects = bucket.objects
+        convert = rdef.to_view
+        items: list[Obj] = []
+        token = ""
+        remaining: int | None = None
+        for idx in range(lo, hi):
+            obj = objects[keys[idx]]
+            if labels and not labels.matches(obj["metadata"].get("labels")):
+                continue
+            view = convert(obj) if convert else obj
+            if fields and not fields.matches(view):
+                continue
+            items.append(view)
+            if limit and len(items) >= limit:
+                if idx + 1 < hi:
+                    token = _encode_continue(list_rv, keys[idx])
+                    if not labels and not fields:
+                        remaining = hi - idx - 1
+                break
+        return items, str(list_rv), token, remaining
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def create(self, rdef: ResourceDef, namespace: str | None, body: Any, *,
+               http: bool = True) -> Obj:
+        """Create an object; over HTTP status is reset as the resource's strategy does."""
+        if not isinstance(body, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        if rdef.from_view:
+            body = rdef.from_view(body)
+        bucket = self.bucket(rdef)
+        obj: Obj = {"apiVersion": rdef.api_version, "kind": rdef.kind}  # first, for readers
+        obj.update(body)
+        meta = dict(obj.get("metadata") or {})
+        if rdef.namespaced:
+            body_ns = meta.get("namespace")
+            if namespace and body_ns and body_ns != namespace:
+                raise ApiError.bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request")
+            namespace = namespace or body_ns or "default"
+            if self.strict_namespaces and ("", namespace) not in self.buckets.get(
+                    "/namespaces", Bucket("", 1)).objects:
+                raise ApiError.not_found("namespaces", namespace)
+            meta["namespace"] = namespace
+        else:
+            namespace = ""
+            meta.pop("namespace", None)
+        name = meta.get("name")
+        if not name and meta.get("generateName"):
+            name = meta["name"] = self._generate_name(bucket, namespace, meta["generateName"])
+        if not name:
+            raise ApiError.invalid(rdef.kind, "", "metadata.name: Required value: name or "
+                                                  "generateName is required")
+        key = (namespace, name)
+        if key in bucket.objects:
+            raise ApiError.already_exists(rdef.plural, name, rdef.group)
+        for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(field, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        if rdef.tracks_generation:
+            meta["generation"] = 1
+        if not rdef.from_view:
+            obj["apiVersion"] = rdef.api_version
+            obj["kind"] = rdef.kind
+        obj["metadata"] = meta
+        self._on_create(rdef, obj, http)
+        obj = self._conform(rdef, obj)
+        meta["resourceVersion"] = self._next_rv()
+        bucket.put(key, obj)
+        self._commit(bucket, "ADDED", obj, None)
+        return _view(rdef, obj)
+
+    def _on_create(self, rdef: ResourceDef, obj: Obj, http: bool) -> None:
+        """Per-resource create strategy: defaults and status resets."""
+        group, plural = rdef.group, rdef.plural
+        if group == "" and plural == "pods":
+            _default_pod(obj)
+            if http or not obj.get("status"):
+                obj["status"] = {"phase": "Pending"}
+            else:
+                obj["status"] = {"phase": "Pending", **obj["status"]}
+        elif group == "" and plural == "namespaces":
+            if http or not obj.get("status"):
+                obj["status"] = {"phase": "Active"}
+        elif rdef.custom and rdef.has_status and http:
+            obj.pop("status", None)
+        elif group == "apiextensions.k8s.io":
+            self._register_crd(obj)
+
+    def _register_crd(self, crd: Obj) -> None:
+        """Serve a CRD's resources, and report it Established as the real controller would."""
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        expected = f"{names.get('plural')}.{spec.get('group')}"
+        if crd["metadata"].get("name") != expected:
+            raise ApiError.invalid("CustomResourceDefinition", crd["metadata"].get("name", ""),
+                                   f'metadata.name: Invalid value: must be spec.names.plural+"."'
+                                   f'+spec.group ({expected})')
+        for rdef in defs_from_crd(crd):
+            self.registry.add(rdef)
+        crd["status"] = {
+            "acceptedNames": names,
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": now_rfc3339()},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted",
+                 "lastTransitionTime": now_rfc3339()},
+            ],
+        }
+
+    @staticmethod
+    def _conform(rdef: ResourceDef, obj: Obj) -> Obj:
+        """Prune/default/validate a custom resource against its CRD schema (422 if invalid)."""
+        if rdef.schema is None:
+            return obj
+        out, errors = apply_schema(obj, rdef.schema)
+        if errors:
+            raise ApiError.invalid(rdef.kind, obj["metadata"].get("name", ""), errors,
+                                   rdef.group)
+        return out
+
+    def _prepare_update(self, rdef: ResourceDef, old: Obj, cand: Obj,
+                        subresource: str | None) -> Obj:
+        """Build the next version from a candidate, honouring the subresource split."""
+        new = self._conform(rdef, self._next_version(rdef, old, cand, subresource))
+        if rdef.tracks_generation and _strip_for_compare(new) != _strip_for_compare(old):
+            new["metadata"] = {**new["metadata"],
+                               "generation": int(old["metadata"].get("generation", 1)) + 1}
+        return new
+
+    def _next_version(self, rdef: ResourceDef, old: Obj, cand: Obj,
+                      subresource: str | None) -> Obj:
+        if subresource == "status":
+            new = dict(old)
+            if "status" in cand:
+                new["status"] = cand["status"]
+            else:
+                new.pop("status", None)
+            if not rdef.custom:  # built-in status strategies let labels/annotations through
+                cmeta = cand.get("metadata") or {}
+                meta = dict(old["metadata"])
+                for field in ("labels", "annotations"):
+                    if field in cmeta:
+                        meta[field] = cmeta[field]
+                new["metadata"] = meta
+            return new
+        new = dict(cand)
+        if subresource is None and rdef.has_status:
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        meta = dict(new.get("metadata") or {})
+        ometa = old["metadata"]
+        for field in ("uid", "creationTimestamp", "deletionTimestamp",
+                      "deletionGracePeriodSeconds", "namespace", "name", "generation"):
+            if field in ometa:
+                meta[field] = ometa[field]
+            else:
+                meta.pop(field, None)
+        meta["resourceVersion"] = ometa["resourceVersion"]
+        new["metadata"] = meta
+        new["apiVersion"] = old["apiVersion"]
+        new["kind"] = old["kind"]
+        if ometa.get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or ()) - set(ometa.get("finalizers") or ())
+            if added:
+                raise ApiError.invalid(rdef.kind, ometa["name"],
+                                       "metadata.finalizers: Forbidden: no new finalizers can "
+                                       "be added if the object is being deleted")
+        if subresource is None and rdef.group == "" and rdef.plural == "pods":
+            self._check_pod_spec_update(old, new)
+        return new
+
+    @staticmethod
+    def _check_pod_spec_update(old: Obj, new: Obj) -> None:
+        """Pod specs are immutable but for a few fields, so nodeName can only come via binding."""
+        def masked(spec: Obj) -> Obj:
+            out = {k: v for k, v in spec.items() if k not in MUTABLE_POD_SPEC}
+            for field in ("containers", "initContainers"):
+                if field in out:
+                    out[field] = [{k: v for k, v in c.items() if k != "image"}
+                                  for c in out[field]]
+            return out
+        if masked(new.get("spec") or {}) != masked(old.get("spec") or {}):
+            name = old["metadata"]["name"]
+            raise ApiError.invalid("Pod", name, "spec: Forbidden: pod updates may not change "
+                                   "fields other than `spec.containers[*].image`, "
+                                   "`spec.initContainers[*].image`, "
+                                   "`spec.activeDeadlineSeconds`, `spec.tolerations` (only "
+                                   "additions to existing tolerations), "
+                                   "`spec.terminationGracePeriodSeconds`")
+
+    def _write(self, rdef: ResourceDef, old: Obj, new: Obj) -> Obj:
+        """Store the next version (no-ops keep the old one), or finish a finalized deletion."""
+        if new == old:
+            return _view(rdef, old)
+        bucket = self.bucket(rdef)
+        meta = new["metadata"] = dict(new["metadata"])  # never touch the old snapshot's dict
+        key = (meta.get("namespace", ""), meta["name"])
+        meta["resourceVersion"] = self._next_rv()
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            bucket.pop(key)
+            self._after_delete(rdef, new)
+            self._commit(bucket, "DELETED", new, old)
+        else:
+            bucket.put(key, new)
+            if rdef.group == "apiextensions.k8s.io" and rdef.plural == "customresourcedefinitions":
+                for crd_def in defs_from_crd(new):
+                    self.registry.add(crd_def)
+            self._commit(bucket, "MODIFIED", new, old)
+        return _view(rdef, new)
+
+    def replace(self, rdef: ResourceDef, namespace: str | None, name: str, body: Any,
+                subresource: str | None = None) -> Obj:
+        """PUT: optimistic concurrency when the body carries a resourceVersion."""
+        if not isinstance(body, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        old = self._existing(rdef, namespace, name)
+        if rdef.from_view:
+            body = rdef.from_view(body)
+        meta = body.get("metadata") or {}
+        if meta.get("name") not in (None, name):
+            raise ApiError.bad_request(f"the name of the object ({meta.get('name')}) does not "
+                                       f"match the name on the URL ({name})")
+        rv = meta.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise ApiError.stale(rdef.plural, name, rdef.group)
+        return self._write(rdef, old, self._prepare_update(rdef, old, body, subresource))
+
+    def patch(self, rdef: ResourceDef, namespace: str | None, name: str, patch: Any,
+              content_type: str, subresource: str | None = None) -> Obj:
+        """PATCH in any of the three flavours; a resourceVersion in the result is a precondition."""
+        old = self._existing(rdef, namespace, name)
+        patched = apply_patch(_view(rdef, old), patch, content_type, rdef.custom)
+        if not isinstance(patched, dict):
+            raise ApiError.invalid(rdef.kind, name, "the patched object is not an object")
+        if rdef.from_view:
+            patched = rdef.from_view(patched)
+        rv = (patched.get("metadata") or {}).get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise ApiError.stale(rdef.plural, name, rdef.group)
+        return self._write(rdef, old, self._prepare_update(rdef, old, patched, subresource))
+
+    def delete(self, rdef: ResourceDef, namespace: str | None, name: str,
+               preconditions: dict[str, Any] | None = None) -> Obj:
+        """DELETE: immediate, or a deletionTimestamp while finalizers remain."""
+        old = self._existing(rdef, namespace, name)
+        ometa = old["metadata"]
+        pre = preconditions or {}
+        if pre.get("uid") and pre["uid"] != ometa.get("uid"):
+            raise ApiError.conflict(rdef.plural, name, f"Precondition failed: UID in "
+                                    f"precondition: {pre['uid']}, UID in object meta: "
+                                    f"{ometa.get('uid')}", rdef.group)
+        if pre.get("resourceVersion") and pre["resourceVersion"] != ometa["resourceVersion"]:
+            raise ApiError.conflict(rdef.plural, name, f"Precondition failed: ResourceVersion "
+                                    f"in precondition: {pre['resourceVersion']}, ResourceVersion "
+                                    f"in object meta: {ometa['resourceVersion']}", rdef.group)
+        bucket = self.bucket(rdef)
+        new = dict(old)
+        meta = new["metadata"] = dict(ometa)
+        if ometa.get("finalizers"):
+            if ometa.get("deletionTimestamp"):
+                return _view(rdef, old)
+            meta["deletionTimestamp"] = now_rfc3339()
+            meta["deletionGracePeriodSeconds"] = 0
+            if "generation" in meta:
+                meta["generation"] = int(meta["generation"]) + 1
+            meta["resourceVersion"] = self._next_rv()
+            bucket.put((ometa.get("namespace", ""), name), new)
+            self._commit(bucket, "MODIFIED", new, old)
+            return _view(rdef, new)
+        meta["resourceVersion"] = self._next_rv()
+        bucket.pop((ometa.get("namespace", ""), name))
+        self._after_delete(rdef, new)
+        self._commit(bucket, "DELETED", new, old)
+        return _view(rdef, new)
+
+    def _after_delete(self, rdef: ResourceDef, obj: Obj) -> None:
+        if rdef.group == "apiextensions.k8s.io" and rdef.plural == "customresourcedefinitions":
+            spec = obj.get("spec") or {}
+            self.registry.remove(spec.get("group", ""), (spec.get("names") or {}).get("plural"))
+
+    def delete_collection(self, rdef: ResourceDef, namespace: str | None,
+                          labels: LabelSelector | None = None,
+                          fields: FieldSelector | None = None) -> list[Obj]:
+        """DELETE on a collection: each matching object as by a single DELETE."""
+        items, *_ = self.list(rdef, namespace, labels, fields)
+        out = []
+        for obj in items:
+            meta = obj["metadata"]
+            out.append(self.delete(rdef, meta.get("namespace"), meta["name"]))
+        return out
+
+    # --- binding -----------------------------------------------------------------------------
+
+    def note_bind_attempt(self, namespace: str, name: str) -> None:
+        """Count a binding request for a pod, whatever its outcome (faults included)."""
+        self.bind_attempts[f"{namespace}/{name}"] += 1
+
+    def bind(self, namespace: str, name: str, node: str, *,
+             annotations: dict[str, str] | None = None, uid: str | None = None) -> Obj:
+        """Assign a pod to a node as the pods/binding subresource does; 409 if already bound."""
+        rdef = self.registry.get("", "v1", "pods")
+        assert rdef is not None
+        if not node:
+            raise ApiError.invalid("Binding", name, "target.name: Required value")
+        bucket = self.bucket(rdef)
+        old = bucket.objects.get((namespace, name))
+        if old is None:
+            raise ApiError.not_found("pods", name)
+        ometa = old["metadata"]
+        if uid and uid != ometa.get("uid"):
+            raise ApiError.conflict("pods/binding", name, f"Precondition failed: UID in "
+                                    f"precondition: {uid}, UID in object meta: {ometa.get('uid')}")
+        if ometa.get("deletionTimestamp"):
+            raise ApiError.conflict("pods/binding", name,
+                                    f"pod {name} is being deleted, cannot be assigned to a host")
+        ospec = old.get("spec") or {}
+        if ospec.get("nodeName"):
+            raise ApiError.conflict("pods/binding", name,
+                                    f'pod {name} is already assigned to node '
+                                    f'"{ospec["nodeName"]}"')
+        new = dict(old)
+        new["spec"] = {**ospec, "nodeName": node}
+        status = dict(old.get("status") or {})
+        cond = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                "lastTransitionTime": now_rfc3339()}
+        conditions = list(status.get("conditions") or [])
+        for idx, existing in enumerate(conditions):
+            if existing.get("type") == "PodScheduled":
+                conditions[idx] = cond
+                break
+        else:
+            conditions.append(cond)
+        status["conditions"] = conditions
+        new["status"] = status
+        meta = new["metadata"] = dict(ometa)
+        if annotations:
+            meta["annotations"] = {**(ometa.get("annotations") or {}), **annotations}
+        meta["resourceVersion"] = self._next_rv()
+        bucket.put((namespace, name), new)
+        self.bindings.append(BindingRecord(namespace, name, node, time.time(),
+                                           meta["resourceVersion"], meta["uid"]))
+        self._commit(bucket, "MODIFIED", new, old)
+        return new
+
+    # --- watching ----------------------------------------------------------------------------
+
+    def watch(
+        self,
+        rdef: ResourceDef,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        since: str | None = None,
+        send_initial: bool = False,
+        bookmarks: bool = False,
+    ) -> Watcher:
+        """Open a watch: synthetic ADDED for the current state, or a replay after ``since``.
+
+        Registration and replay happen without yielding to the loop, so no write can slip
+        between the snapshot and the live stream. Raises 410 if ``since`` was compacted.
+        """
+        bucket = self.bucket(rdef)
+        watcher = Watcher(rdef, namespace if rdef.namespaced and namespace else None,
+                          labels or LabelSelector(None), fields or FieldSelector(None))
+        if send_initial or since in (None, "", "0"):
+            for key in bucket.sorted_keys():
+                obj = bucket.objects[key]
+                if watcher.matches(obj):
+                    watcher.put("ADDED", obj, None)
+            if send_initial and bookmarks:
+                mark = {"kind": rdef.kind, "apiVersion": rdef.api_version, "metadata": {
+                    "resourceVersion": str(self.rv),
+                    "annotations": {INITIAL_EVENTS_END: "true"}}}
+                watcher.put("BOOKMARK", mark, None)
+        else:
+            try:
+                after = int(since)
+            except ValueError:
+                raise ApiError.bad_request(f"invalid resource version: {since!r}") from None
+            if after < bucket.compacted_rv:
+                raise ApiError.expired(
+                    f"too old resource version: {after} ({bucket.compacted_rv + 1})")
+            for ev in bucket.history:
+                if ev.rv > after:
+                    watcher.offer(ev)
+        bucket.watchers.add(watcher)
+        return watcher
+
+    def unwatch(self, rdef: ResourceDef, watcher: Watcher) -> None:
+        """Forget a watcher (its stream ended)."""
+        self.bucket(rdef).watchers.discard(watcher)
+
+    def bookmark(self, rdef: ResourceDef) -> Obj:
+        """A BOOKMARK object at the current resourceVersion."""
+        return {"kind": rdef.kind, "apiVersion": rdef.api_version,
+                "metadata": {"resourceVersion": str(self.rv)}}
+
+    def drop_watches(self, abort: bool = False) -> int:
+        """End every open watch stream (cleanly, or by resetting the connection)."""
+        count = 0
+        for bucket in self.buckets.values():
+            for watcher in bucket.watchers:
+                watcher.queue.put_nowait(ABORT if abort else STOP)
+                count += 1
+        return count
+
+    def compact(self) -> None:
+        """Forget all history, so resuming from any earlier resourceVersion gives 410."""
+        for bucket in self.buckets.values():
+            bucket.history.clear()
+            bucket.compacted_rv = self.rv
