@@ -38,3 +38,6 @@ bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, me
 	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
 
 -include mk/*.mk
+
+bench-e2e: install ## end to end: `placer run` vs the emulated API server, 1,000 nodes, 5,000 pods, medians of 3
+	$(PY) bench/e2e_bench.py --runs 3 --json bench/results/e2e.json

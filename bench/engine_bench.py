@@ -21,16 +21,15 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import cluster as synthetic_cluster  # noqa: E402
-
-from placer.engine.cluster import CPU, MEMORY, ClusterState  # noqa: E402
-from placer.engine.objects import parse_node, parse_pod  # noqa: E402
-from placer.engine.profile import compile_profile  # noqa: E402
-from placer.engine.queue import queue_order  # noqa: E402
-from placer.engine.runtime import Scheduler  # noqa: E402
+from placer.engine.cluster import CPU, MEMORY, ClusterState
+from placer.engine.objects import parse_node, parse_pod
+from placer.engine.profile import compile_profile
+from placer.engine.queue import queue_order
+from placer.engine.runtime import Scheduler
+from synthetic import cluster as synthetic_cluster
 
 TARGETS = {1000: 2000.0, 5000: 1000.0}  # pods/s the issue asks for, by node count
 

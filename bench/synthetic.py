@@ -38,7 +38,12 @@ def make_node(index: int, rng: random.Random) -> dict[str, Any]:
         taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
     if taints:
         spec["taints"] = taints
-    allocatable = {"cpu": f"{cpu * 1000 - 100}m", "memory": f"{memory - 1}Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    allocatable = {
+        "cpu": f"{cpu * 1000 - 100}m",
+        "memory": f"{memory - 1}Gi",
+        "pods": "110",
+        "ephemeral-storage": "100Gi",
+    }
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -48,12 +53,18 @@ def make_node(index: int, rng: random.Random) -> dict[str, Any]:
             "allocatable": allocatable,
             "capacity": {"cpu": str(cpu), "memory": f"{memory}Gi", "pods": "110", "ephemeral-storage": "100Gi"},
             "conditions": [{"type": "Ready", "status": ready}],
-            "images": [{"names": [image], "sizeBytes": rng.randint(50, 900) * 1024 * 1024} for image in IMAGES if rng.random() < 0.5],
+            "images": [
+                {"names": [image], "sizeBytes": rng.randint(50, 900) * 1024 * 1024}
+                for image in IMAGES
+                if rng.random() < 0.5
+            ],
         },
     }
 
 
-def make_pod(index: int, rng: random.Random, scheduler_name: str = "placer", namespace: str = "bench") -> dict[str, Any]:
+def make_pod(
+    index: int, rng: random.Random, scheduler_name: str = "placer", namespace: str = "bench"
+) -> dict[str, Any]:
     cpu = rng.choice((100, 250, 500, 750, 1000))
     memory = rng.choice((128, 256, 512, 1024))
     spec: dict[str, Any] = {
