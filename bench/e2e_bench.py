@@ -213,7 +213,8 @@ def main() -> int:
         runs.append(run_operator(nodes, pods, args.timeout))
         r = runs[-1]
         print(
-            f"run {i + 1}: {r['bound']} bound, {r['pods_per_s']:.0f} pods/s, first binding {r['first_binding_s']:.2f} s, "
+            f"run {i + 1}: {r['bound']} bound, {r['pods_per_s']:.0f} pods/s, "
+            f"first binding {r['first_binding_s']:.2f} s, "
             f"last {r['last_binding_s']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB, invalid {r['invalid']} "
             f"| baseline {baselines[-1]['pods_per_s']:.0f} binds/s",
             flush=True,

@@ -96,9 +96,11 @@ class ClusterState:
             old = self.nodes[slot]
             if old == node:
                 return False
-            self._unset_static(slot, old)
+            # kube's nodeTree moves a node only when its zone changes: keep its place otherwise
+            keep_zone = old is not None and _zone_key(old.labels) == _zone_key(node.labels)
+            self._unset_static(slot, old, keep_zone)
             self.nodes[slot] = node
-            self._set_static(slot, node)
+            self._set_static(slot, node, keep_zone)
         else:
             slot = self._allocate_slot(node.name)
             self.nodes[slot] = node
@@ -223,7 +225,7 @@ class ClusterState:
             self.label_columns[key] = column
         return column[: self.size]
 
-    def _set_static(self, slot: int, node: NodeInfo) -> None:
+    def _set_static(self, slot: int, node: NodeInfo, keep_zone: bool = False) -> None:
         self.unschedulable[slot] = node.unschedulable
         self.ready[slot] = node.ready
         self.allocatable[slot] = 0
@@ -246,11 +248,11 @@ class ClusterState:
         for image, size in images.items():
             self.image_slots.setdefault(image, {})[slot] = size
         self._apply_metrics(slot, node.name)
-        zone = _zone_key(node.labels)
-        self._zones.setdefault(zone, []).append(slot)
+        if not keep_zone:
+            self._zones.setdefault(_zone_key(node.labels), []).append(slot)
         self._scan_order = None
 
-    def _unset_static(self, slot: int, node: NodeInfo | None) -> None:
+    def _unset_static(self, slot: int, node: NodeInfo | None, keep_zone: bool = False) -> None:
         for column in self.label_columns.values():
             column[slot] = None
         for image in self.node_images[slot]:
@@ -261,7 +263,7 @@ class ClusterState:
                     del self.image_slots[image]
         self.node_images[slot] = {}
         self.has_metrics[slot] = False
-        if node is not None:
+        if node is not None and not keep_zone:
             zone = _zone_key(node.labels)
             members = self._zones.get(zone, [])
             if slot in members:

@@ -12,6 +12,7 @@ does, its args, an example profile), a `<name>_test.py` beside it, and one line 
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Hashable
@@ -136,13 +137,17 @@ class StaticCache(Generic[T]):
 
     def __init__(self, limit: int = 512) -> None:
         self._version = -1
+        self._cluster: weakref.ref[ClusterState] | None = None
         self._limit = limit
         self._entries: dict[Hashable, T] = {}
 
     def get(self, cluster: ClusterState, key: Hashable) -> T | None:
-        if cluster.static_version != self._version:
+        # versions count per ClusterState: another cluster at the same version is not this one
+        owner = self._cluster() if self._cluster is not None else None
+        if cluster.static_version != self._version or owner is not cluster:
             self._entries.clear()
             self._version = cluster.static_version
+            self._cluster = weakref.ref(cluster)
             return None
         return self._entries.get(key)
 

@@ -211,11 +211,18 @@ def is_scalar_resource(name: str) -> bool:
     return "/" in name or name.startswith("hugepages-")
 
 
+# The node table keeps amounts in int64 columns (as kube-scheduler keeps them in int64).
+MAX_AMOUNT = 2**63 - 1
+
+
 def _resource_amount(name: str, quantity: Any, path: str) -> int:
     try:
-        return to_milli(quantity) if name == "cpu" else to_units(quantity)
+        amount = to_milli(quantity) if name == "cpu" else to_units(quantity)
     except QuantityError as error:
         raise _SpecError(path, str(error)) from None
+    if amount > MAX_AMOUNT:
+        raise _SpecError(path, f"Invalid value: {quantity!r}: must be less than 2^63{' millicores' if name == 'cpu' else ''}")
+    return amount
 
 
 def _resource_list(value: Any, path: str) -> dict[str, int]:
@@ -458,7 +465,12 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
     overhead = _resource_list(spec.get("overhead"), "spec.overhead")
     pod.requests = _pod_requests(container_requests, init_requests, overhead)
     pod.requests.pop("pods", None)
-    nonzero = _pod_requests(container_nonzero, init_requests, overhead)
+    for name, amount in pod.requests.items():
+        if amount > MAX_AMOUNT:
+            raise _SpecError("spec", f"the pod's total {name} request is too large: must be less than 2^63")
+    # kube applies the 100m/200Mi defaults to init containers and sidecars too (NonMissingContainerRequests)
+    init_nonzero = [(_with_defaults(requests), restartable) for requests, restartable in init_requests]
+    nonzero = _pod_requests(container_nonzero, init_nonzero, overhead)
     pod.nonzero_cpu = nonzero.get("cpu", 0)
     pod.nonzero_memory = nonzero.get("memory", 0)
     pod.images = tuple(images)
