@@ -42,6 +42,8 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: cannot read: not UTF-8 text (byte {error.start})") from None
     try:
         for number, document in enumerate(yaml.safe_load_all(text), start=1):
             if document is not None:
@@ -184,7 +186,9 @@ def render_json(simulation: Simulation, out: TextIO) -> None:
 def render_table(simulation: Simulation, out: TextIO) -> None:
     rows = [("POD", "PROFILE", "NODE", "SCORE", "REASON")]
     for d in simulation.decisions:
-        if d.node is not None:
+        if d.node is not None and not d.top:  # --top 0: no scores kept
+            rows.append((d.pod, d.profile, d.node, "-", ""))
+        elif d.node is not None:
             best = d.top[0]
             leaders = sorted(best.plugins.items(), key=lambda item: -item[1])[:2]
             reason = ", ".join(f"{name} {score}" for name, score in leaders)

@@ -221,7 +221,8 @@ def _resource_amount(name: str, quantity: Any, path: str) -> int:
     except QuantityError as error:
         raise _SpecError(path, str(error)) from None
     if amount > MAX_AMOUNT:
-        raise _SpecError(path, f"Invalid value: {quantity!r}: must be less than 2^63{' millicores' if name == 'cpu' else ''}")
+        unit = " millicores" if name == "cpu" else ""
+        raise _SpecError(path, f"Invalid value: {quantity!r}: must be less than 2^63{unit}")
     return amount
 
 

@@ -8,6 +8,7 @@ else in whole units, rounding up as `Quantity.MilliValue()` / `Quantity.Value()`
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -44,6 +45,8 @@ def parse_quantity(value: str | int | float) -> Fraction:
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a valid quantity")
         return Fraction(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"quantities must be strings or numbers, not {type(value).__name__}")

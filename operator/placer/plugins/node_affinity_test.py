@@ -1,0 +1,217 @@
+"""NodeAffinity: nodeSelector and required terms (every operator, matchFields, ORed terms, the
+empty-term rule), and the preferred-terms score normalised as kube-scheduler does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from placer.engine.objects import parse_pod
+from placer.engine.profile import ProfileError
+from placer.testing import (
+    cluster_of,
+    decide,
+    filter_result,
+    make_plugin,
+    make_profile,
+    node,
+    pod,
+    raw_scores,
+    scores,
+)
+
+AFFINITY = make_plugin("NodeAffinity")
+REASON = "node(s) didn't match Pod's node affinity/selector"
+
+
+def labelled() -> object:
+    return cluster_of(
+        [
+            node("a", labels={"zone": "a", "disk": "ssd", "cores": "8"}),
+            node("b", labels={"zone": "b", "disk": "hdd", "cores": "16"}),
+            node("c", labels={"zone": "c", "cores": "many"}),
+            node("d", labels={}),
+        ]
+    )
+
+
+def required(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    item: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        item["values"] = list(values)
+    return item
+
+
+def passing(pod_obj: dict) -> set[str]:
+    return {name for name, ok in filter_result(AFFINITY, pod_obj, labelled()).items() if ok}
+
+
+def test_no_selector_or_affinity_filters_nothing() -> None:
+    assert AFFINITY.filter(parse_pod(pod("p")), labelled()) is None
+    assert passing(pod("p")) == {"a", "b", "c", "d"}
+
+
+def test_node_selector_needs_every_label() -> None:
+    assert passing(pod("p", node_selector={"zone": "a"})) == {"a"}
+    assert passing(pod("p", node_selector={"zone": "a", "disk": "hdd"})) == set()
+
+
+def test_reason_and_message() -> None:
+    profile = make_profile(filters=[{"name": "NodeAffinity"}], scores=[])
+    decision = decide(profile, pod("p", node_selector={"zone": "z"}), labelled())
+    assert decision.reasons == {REASON: 4}
+    assert decision.message == f"0/4 nodes are available: 4 {REASON}."
+
+
+@pytest.mark.parametrize(
+    ("requirement", "expected"),
+    [
+        (expr("zone", "In", "a", "b"), {"a", "b"}),
+        (expr("zone", "NotIn", "a"), {"b", "c", "d"}),  # a node without the label is not in
+        (expr("disk", "Exists"), {"a", "b"}),
+        (expr("disk", "DoesNotExist"), {"c", "d"}),
+        (expr("cores", "Gt", "8"), {"b"}),  # "many" is not an integer, d has no label
+        (expr("cores", "Lt", "16"), {"a"}),
+        (expr("cores", "Gt", "-1"), {"a", "b"}),
+    ],
+)
+def test_match_expressions(requirement: dict, expected: set[str]) -> None:
+    assert passing(pod("p", affinity=required({"matchExpressions": [requirement]}))) == expected
+
+
+def test_match_fields_on_metadata_name() -> None:
+    in_names = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b", "d"]}]}
+    assert passing(pod("p", affinity=required(in_names))) == {"b", "d"}
+    not_in = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["b"]}]}
+    assert passing(pod("p", affinity=required(not_in))) == {"a", "c", "d"}
+
+
+def test_requirements_in_a_term_are_anded_and_terms_are_ored() -> None:
+    anded = {"matchExpressions": [expr("disk", "Exists")],
+             "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b", "c"]}]}
+    assert passing(pod("p", affinity=required(anded))) == {"b"}
+    ored = required({"matchExpressions": [expr("zone", "In", "a")]}, {"matchExpressions": [expr("zone", "In", "c")]})
+    assert passing(pod("p", affinity=ored)) == {"a", "c"}
+
+
+def test_empty_term_matches_no_node() -> None:
+    assert passing(pod("p", affinity=required({}))) == set()
+    assert passing(pod("p", affinity=required({"matchExpressions": []}))) == set()
+    # an empty term ORed with a real one: only the real one can match
+    assert passing(pod("p", affinity=required({}, {"matchExpressions": [expr("zone", "In", "b")]}))) == {"b"}
+    # no terms at all: nothing matches
+    assert passing(pod("p", affinity=required())) == set()
+
+
+def test_selector_and_affinity_both_apply() -> None:
+    both = pod("p", node_selector={"disk": "ssd"}, affinity=required({"matchExpressions": [expr("zone", "In", "b")]}))
+    assert passing(both) == set()
+    both = pod("p", node_selector={"disk": "ssd"}, affinity=required({"matchExpressions": [expr("zone", "In", "a")]}))
+    assert passing(both) == {"a"}
+
+
+def test_relabelled_node_is_seen() -> None:
+    from placer.engine.objects import parse_node
+
+    cluster = labelled()
+    wants_z = pod("p", node_selector={"zone": "z"})
+    assert not any(filter_result(AFFINITY, wants_z, cluster).values())
+    cluster.upsert_node(parse_node(node("d", labels={"zone": "z"})))
+    assert filter_result(AFFINITY, wants_z, cluster) == {"a": False, "b": False, "c": False, "d": True}
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (expr("zone", "Near", "a"), "operator"),
+        (expr("zone", "In"), "values"),
+        (expr("zone", "Exists", "a"), "values"),
+        (expr("cores", "Gt", "1", "2"), "values"),
+        (expr("cores", "Lt", "x"), "values[0]"),
+    ],
+)
+def test_invalid_requirement_sets_pod_error(bad: dict, field: str) -> None:
+    info = parse_pod(pod("p", affinity=required({"matchExpressions": [bad]})))
+    assert info.error is not None
+    prefix = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+    assert f"{prefix}.matchExpressions[0].{field}" in info.error
+    decision = decide(make_profile(), info, labelled())
+    assert decision.node is None
+    assert decision.message == info.error
+
+
+def test_match_fields_only_on_metadata_name() -> None:
+    bad_field = {"key": "spec.x", "operator": "In", "values": ["a"]}
+    info = parse_pod(pod("p", affinity=required({"matchFields": [bad_field]})))
+    assert info.error is not None
+    assert "matchFields[0].key" in info.error
+
+
+# ----------------------------------------------------------------------------------- score
+
+
+def preferred(*pairs: tuple[int, dict[str, Any]]) -> dict[str, Any]:
+    return {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": w, "preference": p} for w, p in pairs]}
+
+
+def test_score_sums_matching_weights_and_normalises_by_the_maximum() -> None:
+    cluster = cluster_of(
+        [
+            node("zone-a", labels={"zone": "a"}),
+            node("ssd", labels={"disk": "ssd"}),
+            node("both", labels={"zone": "a", "disk": "ssd"}),
+            node("none"),
+        ]
+    )
+    wants = pod("p", affinity=preferred((2, {"matchExpressions": [expr("zone", "In", "a")]}),
+                                        (5, {"matchExpressions": [expr("disk", "In", "ssd")]})))
+    assert raw_scores(AFFINITY, wants, cluster) == {"both": 7, "none": 0, "ssd": 5, "zone-a": 2}
+    # 100 * raw / 7: 2 -> 28, 5 -> 71
+    assert scores(AFFINITY, wants, cluster) == {"both": 100, "none": 0, "ssd": 71, "zone-a": 28}
+    # normalised over the scored nodes only
+    assert scores(AFFINITY, wants, cluster, names=["zone-a", "ssd"]) == {"zone-a": 40, "ssd": 100}
+
+
+def test_score_with_match_fields_and_gt() -> None:
+    cluster = labelled()
+    wants = pod("p", affinity=preferred((10, {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                                "values": ["c"]}]}),
+                                        (30, {"matchExpressions": [expr("cores", "Gt", "4")]})))
+    assert raw_scores(AFFINITY, wants, cluster) == {"a": 30, "b": 30, "c": 10, "d": 0}
+    assert scores(AFFINITY, wants, cluster) == {"a": 100, "b": 100, "c": 33, "d": 0}
+
+
+def test_no_match_anywhere_scores_zero() -> None:
+    cluster = labelled()
+    wants = pod("p", affinity=preferred((50, {"matchExpressions": [expr("zone", "In", "z")]})))
+    assert scores(AFFINITY, wants, cluster) == {"a": 0, "b": 0, "c": 0, "d": 0}
+
+
+def test_empty_preference_matches_nothing() -> None:
+    cluster = labelled()
+    wants = pod("p", affinity=preferred((50, {}), (10, {"matchExpressions": [expr("zone", "In", "a")]})))
+    assert raw_scores(AFFINITY, wants, cluster) == {"a": 10, "b": 0, "c": 0, "d": 0}
+
+
+def test_pod_without_preferred_terms_is_skipped() -> None:
+    cluster = labelled()
+    assert AFFINITY.pre_score(parse_pod(pod("p", node_selector={"zone": "a"})), cluster) is False
+    profile = make_profile(filters=[], scores=[{"name": "NodeAffinity", "weight": 2}])
+    decision = decide(profile, pod("p"), cluster, top=4)
+    assert {s.node: s.plugins["NodeAffinity"] for s in decision.top} == {"a": 0, "b": 0, "c": 0, "d": 0}
+
+
+def test_preferred_weight_out_of_range_is_a_pod_error() -> None:
+    info = parse_pod(pod("p", affinity=preferred((0, {"matchExpressions": [expr("zone", "In", "a")]}))))
+    assert info.error is not None
+    assert "preferredDuringSchedulingIgnoredDuringExecution[0].weight" in info.error
+
+
+def test_takes_no_args() -> None:
+    with pytest.raises(ProfileError, match=r'profile "na": scores\[0\] NodeAffinity: args.addedAffinity: Extra'):
+        make_profile(scores=[{"name": "NodeAffinity", "args": {"addedAffinity": {}}}], name="na")

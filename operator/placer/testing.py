@@ -1,0 +1,296 @@
+"""Builders for the engine's tests: Kubernetes-shaped dicts for nodes, pods and metrics, and the
+engine objects made from them.
+
+Kept in the package (not under `tests/`) so that the plugin tests beside each plugin
+(`placer/plugins/<name>_test.py`) and the engine tests under `tests/engine/` import them the same
+way, however pytest is started::
+
+    from placer.testing import cluster_of, node, pod
+
+    cluster = cluster_of([node("a", cpu="2"), node("b", taints=["dedicated=gpu:NoSchedule"])],
+                         [pod("web", cpu="1", node_name="a")])
+
+Nothing here is used by the scheduler itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from placer.engine.cluster import ClusterState
+from placer.engine.framework import FilterPlugin, Plugin, ScorePlugin
+from placer.engine.objects import PodInfo, parse_node, parse_node_metrics, parse_pod
+from placer.engine.profile import Profile, compile_profile
+from placer.engine.runtime import Decision, Scheduler
+from placer.plugins import REGISTRY
+
+__all__ = [
+    "GiB",
+    "MiB",
+    "cluster_of",
+    "container",
+    "decide",
+    "filter_result",
+    "make_plugin",
+    "make_profile",
+    "node",
+    "node_metrics",
+    "pod",
+    "pod_info",
+    "raw_scores",
+    "scores",
+    "taint",
+]
+
+MiB = 1024**2
+GiB = 1024**3
+
+Obj = dict[str, Any]
+
+
+def taint(spec: str | Mapping[str, str]) -> Obj:
+    """`"key=value:Effect"` or `"key:Effect"` as a taint object."""
+    if isinstance(spec, Mapping):
+        return dict(spec)
+    key_value, effect = spec.rsplit(":", 1)
+    key, _, value = key_value.partition("=")
+    result: Obj = {"key": key, "effect": effect}
+    if value:
+        result["value"] = value
+    return result
+
+
+def node(
+    name: str,
+    cpu: str | None = "4",
+    memory: str | None = "8Gi",
+    pods: str | None = "110",
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[str | Mapping[str, str]] = (),
+    unschedulable: bool = False,
+    ready: bool | str | None = True,
+    images: Iterable[tuple[Sequence[str] | str, int]] = (),
+    allocatable: Mapping[str, str] | None = None,
+    hostname_label: bool = True,
+) -> Obj:
+    """A v1 Node. `ready`: True/False/"Unknown", or None for no Ready condition at all.
+
+    `allocatable` adds (or with value None removes) resources, e.g. `{"nvidia.com/gpu": "4"}`.
+    """
+    resources: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": pods}
+    resources.update(allocatable or {})
+    node_labels = {"kubernetes.io/hostname": name} if hostname_label else {}
+    node_labels.update(labels or {})
+    status: Obj = {"allocatable": {k: v for k, v in resources.items() if v is not None}}
+    if ready is not None:
+        ready_status = ready if isinstance(ready, str) else ("True" if ready else "False")
+        status["conditions"] = [
+            {"type": "MemoryPressure", "status": "False"},
+            {"type": "Ready", "status": ready_status},
+        ]
+    if images:
+        status["images"] = [
+            {"names": [names] if isinstance(names, str) else list(names), "sizeBytes": size} for names, size in images
+        ]
+    spec: Obj = {}
+    if taints:
+        spec["taints"] = [taint(t) for t in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}, "spec": spec,
+            "status": status}
+
+
+def _resources(
+    cpu: str | None, memory: str | None, requests: Mapping[str, str] | None, limits: Mapping[str, str] | None
+) -> Obj:
+    wanted = {"cpu": cpu, "memory": memory, **(requests or {})}
+    result: Obj = {}
+    wanted = {k: v for k, v in wanted.items() if v is not None}
+    if wanted:
+        result["requests"] = wanted
+    if limits:
+        result["limits"] = dict(limits)
+    return result
+
+
+def container(
+    name: str = "main",
+    cpu: str | None = None,
+    memory: str | None = None,
+    *,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+    image: str | None = None,
+    host_ports: Iterable[int | tuple[int, str] | tuple[int, str, str]] = (),
+    restart_policy: str | None = None,
+) -> Obj:
+    """A container; a host port is `8080`, `(8080, "UDP")` or `(8080, "TCP", "10.0.0.1")`."""
+    result: Obj = {"name": name, "image": image or "busybox:1.36"}
+    resources = _resources(cpu, memory, requests, limits)
+    if resources:
+        result["resources"] = resources
+    ports = []
+    for item in host_ports:
+        port, protocol, host_ip = (item, "TCP", None) if isinstance(item, int) else (*item, None)[:3]
+        entry: Obj = {"containerPort": port, "hostPort": port, "protocol": protocol}
+        if host_ip:
+            entry["hostIP"] = host_ip
+        ports.append(entry)
+    if ports:
+        result["ports"] = ports
+    if restart_policy:
+        result["restartPolicy"] = restart_policy
+    return result
+
+
+def pod(
+    name: str,
+    cpu: str | None = None,
+    memory: str | None = None,
+    *,
+    namespace: str = "default",
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    scheduler: str = "placer",
+    priority: int | None = None,
+    created: str | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    host_ports: Iterable[int | tuple[int, str] | tuple[int, str, str]] = (),
+    image: str | None = None,
+    containers: Sequence[Obj] | None = None,
+    init_containers: Sequence[Obj] = (),
+    overhead: Mapping[str, str] | None = None,
+    phase: str | None = None,
+) -> Obj:
+    """A v1 Pod; `cpu`, `memory`, `requests`, `limits`, `image` and `host_ports` describe its one
+    container unless `containers` is given."""
+    meta: Obj = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = dict(labels)
+    if created:
+        meta["creationTimestamp"] = created
+    spec: Obj = {"schedulerName": scheduler}
+    spec["containers"] = (
+        list(containers)
+        if containers is not None
+        else [container("main", cpu, memory, requests=requests, limits=limits, image=image, host_ports=host_ports)]
+    )
+    if init_containers:
+        spec["initContainers"] = list(init_containers)
+    if node_name:
+        spec["nodeName"] = node_name
+    if priority is not None:
+        spec["priority"] = priority
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = {"nodeAffinity": dict(affinity)}
+    if overhead:
+        spec["overhead"] = dict(overhead)
+    result: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    result["status"] = {"phase": phase or ("Running" if node_name else "Pending")}
+    return result
+
+
+def node_metrics(name: str, cpu: str, memory: str) -> Obj:
+    """A metrics.k8s.io NodeMetrics."""
+    return {
+        "apiVersion": "metrics.k8s.io/v1beta1",
+        "kind": "NodeMetrics",
+        "metadata": {"name": name},
+        "timestamp": "2025-03-10T10:00:00Z",
+        "window": "20s",
+        "usage": {"cpu": cpu, "memory": memory},
+    }
+
+
+def pod_info(obj: Obj | PodInfo) -> PodInfo:
+    return obj if isinstance(obj, PodInfo) else parse_pod(obj)
+
+
+def cluster_of(nodes: Iterable[Obj], pods: Iterable[Obj] = (), metrics: Iterable[Obj] = ()) -> ClusterState:
+    """A ClusterState with these nodes (in order), bound pods (those with `nodeName`) and metrics."""
+    cluster = ClusterState()
+    for item in nodes:
+        cluster.upsert_node(parse_node(item))
+    for item in pods:
+        info = parse_pod(item)
+        assert info.node_name, f"{info.key} is not bound; cluster_of takes bound pods only"
+        cluster.add_pod(info)
+    for item in metrics:
+        cluster.set_node_metrics(*parse_node_metrics(item))
+    return cluster
+
+
+def make_plugin(name: str, args: Mapping[str, Any] | None = None) -> Plugin:
+    """A plugin instance with validated args (pydantic's ValidationError on bad args)."""
+    plugin_class = REGISTRY[name]
+    return plugin_class(plugin_class.Args.model_validate(dict(args or {})))
+
+
+def make_profile(
+    filters: Sequence[Mapping[str, Any]] | None = None,
+    scores: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    name: str = "test",
+    scheduler_name: str = "placer",
+    percentage: int = 0,
+) -> Profile:
+    spec: Obj = {"schedulerName": scheduler_name, "percentageOfNodesToScore": percentage}
+    if filters is not None:
+        spec["filters"] = [dict(f) for f in filters]
+    if scores is not None:
+        spec["scores"] = [dict(s) for s in scores]
+    return compile_profile(name, spec)
+
+
+def filter_result(plugin: Plugin, pod_obj: Obj | PodInfo, cluster: ClusterState) -> dict[str, bool]:
+    """Node name -> whether the filter lets the pod onto it."""
+    assert isinstance(plugin, FilterPlugin)
+    mask = plugin.filter(pod_info(pod_obj), cluster)
+    return {name: bool(True if mask is None else mask[slot]) for name, slot in sorted(cluster.index.items())}
+
+
+def _slots(cluster: ClusterState, names: Sequence[str] | None) -> tuple[list[str], np.ndarray]:
+    names = list(names) if names is not None else sorted(cluster.index)
+    return names, np.asarray([cluster.index[n] for n in names], dtype=np.int64)
+
+
+def raw_scores(
+    plugin: Plugin, pod_obj: Obj | PodInfo, cluster: ClusterState, names: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Node name -> the plugin's raw score (before normalisation), for the given or all nodes."""
+    assert isinstance(plugin, ScorePlugin)
+    names, slots = _slots(cluster, names)
+    raw = plugin.score(pod_info(pod_obj), cluster, slots)
+    return {n: (float(v) if raw.dtype.kind == "f" else int(v)) for n, v in zip(names, raw, strict=True)}
+
+
+def scores(
+    plugin: Plugin, pod_obj: Obj | PodInfo, cluster: ClusterState, names: Sequence[str] | None = None
+) -> dict[str, int]:
+    """Node name -> the plugin's normalised 0..100 score, as the runtime computes it (0 everywhere
+    when `pre_score` says the plugin does not apply)."""
+    assert isinstance(plugin, ScorePlugin)
+    info = pod_info(pod_obj)
+    names, slots = _slots(cluster, names)
+    if not plugin.pre_score(info, cluster):
+        return dict.fromkeys(names, 0)
+    normalized = plugin.normalize(plugin.score(info, cluster, slots))
+    return {n: int(v) for n, v in zip(names, normalized, strict=True)}
+
+
+def decide(profile: Profile, pod_obj: Obj | PodInfo, cluster: ClusterState, top: int = 3) -> Decision:
+    """One scheduling cycle with a fresh Scheduler."""
+    return Scheduler().schedule(pod_info(pod_obj), profile, cluster, top=top)

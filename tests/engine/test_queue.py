@@ -1,0 +1,165 @@
+"""The scheduling queue, on a fake clock: order, backoff 1 s doubling to 10 s, wake(), removal."""
+
+from __future__ import annotations
+
+from placer.engine.objects import parse_pod
+from placer.engine.queue import SchedulingQueue, queue_order
+from placer.testing import pod
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make(name: str, priority: int | None = None, created: str | None = None, namespace: str = "default") -> object:
+    return parse_pod(pod(name, priority=priority, created=created, namespace=namespace))
+
+
+def drain(queue: SchedulingQueue) -> list[str]:
+    keys = []
+    while (item := queue.pop()) is not None:
+        keys.append(item.key)
+    return keys
+
+
+def test_priority_then_age_then_name() -> None:
+    queue = SchedulingQueue(clock=FakeClock())
+    for p in [
+        make("old-low", 0, "2025-01-01T00:00:00Z"),
+        make("new-high", 1000, "2025-01-03T00:00:00Z"),
+        make("b-same", 100, "2025-01-02T00:00:00Z"),
+        make("a-same", 100, "2025-01-02T00:00:00Z", namespace="zz"),
+        make("a-same", 100, "2025-01-02T00:00:00Z"),
+        make("older-mid", 100, "2025-01-01T00:00:00Z"),
+        make("negative", -5, "2020-01-01T00:00:00Z"),
+    ]:
+        queue.add(p)  # type: ignore[arg-type]
+    assert drain(queue) == [
+        "default/new-high",
+        "default/older-mid",
+        "default/a-same",
+        "default/b-same",
+        "zz/a-same",
+        "default/old-low",
+        "default/negative",
+    ]
+    assert queue_order(make("x", 3, "2025-01-01T00:00:00Z")) == (-3, 1735689600.0, "default/x")  # type: ignore[arg-type]
+
+
+def test_backoff_doubles_to_ten_seconds() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(make("p"))  # type: ignore[arg-type]
+    delays = []
+    for _ in range(7):
+        popped = queue.pop()
+        assert popped is not None
+        assert popped.key == "default/p"
+        delay = queue.backoff("default/p")
+        delays.append(delay)
+        assert queue.pop() is None  # waiting
+        assert queue.next_ready_in() == delay
+        clock.advance(delay - 0.001)  # type: ignore[operator]
+        assert queue.pop() is None
+        clock.advance(0.001)
+    assert delays == [1, 2, 4, 8, 10, 10, 10]
+    assert queue.entry("default/p").attempts == 7  # type: ignore[union-attr]
+
+
+def test_counts_by_place() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    for name in ("a", "b", "c"):
+        queue.add(make(name))  # type: ignore[arg-type]
+    queue.pop()
+    queue.pop()
+    queue.backoff("default/b")
+    assert queue.counts() == {"active": 1, "backoff": 1, "in_flight": 1}
+    assert len(queue) == 3
+    assert "default/a" in queue
+
+
+def test_wake_retries_after_the_initial_backoff_only() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(make("p"))  # type: ignore[arg-type]
+    for _ in range(4):  # backoff now 8 s
+        queue.pop()
+        delay = queue.backoff("default/p")
+        clock.advance(delay)  # type: ignore[arg-type]
+    queue.pop()
+    assert queue.backoff("default/p") == 10
+    clock.advance(0.5)
+    queue.wake()
+    assert queue.pop() is None  # not before 1 s since the last attempt
+    assert queue.next_ready_in() == 0.5
+    clock.advance(0.5)
+    popped = queue.pop()
+    assert popped is not None and popped.key == "default/p"
+
+
+def test_wake_does_not_delay_a_pod_due_sooner() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(make("p"))  # type: ignore[arg-type]
+    queue.pop()
+    queue.backoff("default/p")  # 1 s
+    queue.wake()
+    assert queue.next_ready_in() == 1.0
+    clock.advance(1.0)
+    assert queue.pop() is not None
+
+
+def test_removal_while_queued_waiting_or_in_flight() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    for name in ("a", "b", "c"):
+        queue.add(make(name))  # type: ignore[arg-type]
+    queue.remove("default/a")
+    assert drain(queue) == ["default/b", "default/c"]
+    queue.backoff("default/b")
+    queue.remove("default/b")
+    queue.remove("default/c")  # in flight
+    assert queue.next_ready_in() is None
+    clock.advance(60)
+    assert queue.pop() is None
+    assert len(queue) == 0
+    assert queue.backoff("default/b") is None
+    # re-added after removal: a fresh entry, no stale heap entries resurface twice
+    queue.add(make("a"))  # type: ignore[arg-type]
+    assert drain(queue) == ["default/a"]
+    assert queue.entry("default/a").attempts == 1  # type: ignore[union-attr]
+
+
+def test_update_keeps_place_and_backoff_but_reorders_active_pods() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(make("a", 10))  # type: ignore[arg-type]
+    queue.add(make("b", 5))  # type: ignore[arg-type]
+    queue.add(make("b", 50))  # type: ignore[arg-type]  # priority raised while active
+    assert drain(queue) == ["default/b", "default/a"]
+    queue.backoff("default/a")
+    queue.add(make("a", 99))  # type: ignore[arg-type]  # an update while waiting does not skip the backoff
+    assert queue.pop() is None
+    clock.advance(1)
+    popped = queue.pop()
+    assert popped is not None and popped.priority == 99
+
+
+def test_retry_now_skips_the_backoff() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(make("p"))  # type: ignore[arg-type]
+    queue.pop()
+    queue.backoff("default/p")
+    queue.retry_now("default/p")
+    assert queue.pop() is not None
+    queue.retry_now("default/unknown")  # ignored
+    assert queue.pop() is None
