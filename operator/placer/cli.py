@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="schedule pods of this namespace only (repeatable; default: all)")
     run.add_argument("--metrics-port", type=int, default=8080, help="port of /healthz and /metrics (0: off)")
     run.add_argument("--no-leader-elect", action="store_true", help="run as the single instance, without a Lease")
-    run.add_argument("--verbose", "-v", action="store_true", help="debug logs: per pod, where it went and the top scores")
+    run.add_argument("--verbose", "-v", action="store_true", help="debug logs: where each pod went, top scores")
     return parser
 
 

@@ -38,8 +38,9 @@ def test_parse(text: str | int | float, value: Fraction) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["1.2.3", "abc", "1Q", "1K", "1e", "", "Gi", "1 Gi", "1Gib", "--1", "1e1.5", True, None, float("inf"),
-             float("nan")]
+    "text",
+    ["1.2.3", "abc", "1Q", "1K", "1e", "", "Gi", "1 Gi", "1Gib", "--1", "1e1.5", " 1", "1 ", True, None,
+     float("inf"), float("nan")],
 )
 def test_invalid(text: object) -> None:
     with pytest.raises(QuantityError):

@@ -11,6 +11,7 @@ crashing anything.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +39,20 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+SUPPORTED_EFFECTS = 'supported values: "NoExecute", "NoSchedule", "PreferNoSchedule"'
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
+
+
+_GO_INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+def go_int(value: str) -> int | None:
+    """A label value as Go's `strconv.ParseInt(v, 10, 64)` reads it for Gt/Lt; None if it cannot."""
+    if not _GO_INT.match(value):
+        return None
+    number = int(value)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 class ObjectError(ValueError):
@@ -102,9 +115,8 @@ class NodeSelectorRequirement:
             return not present
         if not present:
             return False
-        try:
-            actual = int(labels[self.key])
-        except ValueError:
+        actual = go_int(labels[self.key])
+        if actual is None:
             return False
         bound = int(self.values[0])
         return actual > bound if self.operator == "Gt" else actual < bound
@@ -305,13 +317,15 @@ def _requirement(raw: Any, path: str, operators: tuple[str, ...]) -> NodeSelecto
     if operator in ("In", "NotIn") and not values:
         raise _SpecError(f"{path}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
     if operator in ("Exists", "DoesNotExist") and values:
-        raise _SpecError(f"{path}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        raise _SpecError(
+            f"{path}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        )
     if operator in ("Gt", "Lt"):
         if len(values) != 1:
-            raise _SpecError(f"{path}.values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
-        try:
-            int(values[0])
-        except ValueError:
+            raise _SpecError(
+                f"{path}.values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"
+            )
+        if go_int(values[0]) is None:
             raise _SpecError(f"{path}.values[0]", f'Invalid value: "{values[0]}": must be an integer') from None
     if path.rsplit(".", 1)[-1].startswith("matchFields") and key != "metadata.name":
         raise _SpecError(f"{path}.key", f'Invalid value: "{key}": must be metadata.name')
@@ -368,7 +382,7 @@ def _toleration(raw: Any, path: str) -> Toleration:
     if not key and operator != "Exists":
         raise _SpecError(f"{path}.operator", "Invalid value: operator must be Exists when `key` is empty")
     if effect and effect not in TAINT_EFFECTS:
-        raise _SpecError(f"{path}.effect", f'Unsupported value: "{effect}": supported values: "NoExecute", "NoSchedule", "PreferNoSchedule"')
+        raise _SpecError(f"{path}.effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
     return Toleration(key, operator, value, effect)
 
 
@@ -460,7 +474,9 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
             port = _mapping(raw_port, f"{path}.ports[{j}]")
             host_port = port.get("hostPort") or 0
             if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 <= host_port <= 65535:
-                raise _SpecError(f"{path}.ports[{j}].hostPort", f"Invalid value: {host_port!r}: must be between 1 and 65535")
+                raise _SpecError(
+                    f"{path}.ports[{j}].hostPort", f"Invalid value: {host_port!r}: must be between 1 and 65535"
+                )
             if host_port:
                 ports.append((str(port.get("hostIP") or "0.0.0.0"), str(port.get("protocol") or "TCP"), host_port))
     overhead = _resource_list(spec.get("overhead"), "spec.overhead")
@@ -512,7 +528,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
                 raise _SpecError(f"spec.taints[{i}].key", "Required value")
             effect = item.get("effect")
             if effect not in TAINT_EFFECTS:
-                raise _SpecError(f"spec.taints[{i}].effect", f'Unsupported value: "{effect}": supported values: "NoExecute", "NoSchedule", "PreferNoSchedule"')
+                raise _SpecError(f"spec.taints[{i}].effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
             taints.append(Taint(key, str(item.get("value") or ""), effect))
         images = []
         for i, raw in enumerate(_sequence(status.get("images"), "status.images")):

@@ -50,7 +50,7 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"quantities must be strings or numbers, not {type(value).__name__}")
-    match = _QUANTITY.match(value.strip())
+    match = _QUANTITY.match(value)
     if match is None:
         raise QuantityError(
             f"{value!r} is not a valid quantity: it must match "

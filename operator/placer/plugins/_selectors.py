@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm
+from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm, go_int
 
 
 def label_equals(cluster: ClusterState, key: str, value: str) -> np.ndarray:
@@ -16,16 +16,14 @@ def label_equals(cluster: ClusterState, key: str, value: str) -> np.ndarray:
     return np.equal(column, value)
 
 
-def _integer_column(column: np.ndarray) -> np.ndarray:
-    """Label values as integers for Gt/Lt; NaN where absent or not an integer."""
-    out = np.full(len(column), np.nan)
+def _compare_integers(column: np.ndarray, operator: str, bound: int) -> np.ndarray:
+    """Gt/Lt: label values read as Go integers; absent or non-integer values never match."""
+    result = np.zeros(len(column), dtype=bool)
     for slot, value in enumerate(column):
-        if value is not None:
-            try:
-                out[slot] = int(value)
-            except ValueError:
-                pass
-    return out
+        number = go_int(value) if value is not None else None
+        if number is not None:
+            result[slot] = number > bound if operator == "Gt" else number < bound
+    return result
 
 
 def requirement_mask(
@@ -43,10 +41,7 @@ def requirement_mask(
         return np.not_equal(column, None)
     if operator == "DoesNotExist":
         return np.equal(column, None)
-    numbers = _integer_column(column)
-    bound = int(requirement.values[0])
-    with np.errstate(invalid="ignore"):
-        return numbers > bound if operator == "Gt" else numbers < bound
+    return _compare_integers(column, operator, int(requirement.values[0]))
 
 
 def term_mask(cluster: ClusterState, term: NodeSelectorTerm) -> np.ndarray:

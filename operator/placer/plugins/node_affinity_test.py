@@ -84,6 +84,15 @@ def test_match_expressions(requirement: dict, expected: set[str]) -> None:
     assert passing(pod("p", affinity=required({"matchExpressions": [requirement]}))) == expected
 
 
+def test_gt_and_lt_read_label_values_as_go_integers() -> None:
+    cluster = cluster_of([node("under", labels={"cores": "1_0"}), node("plus", labels={"cores": "+12"}),
+                          node("float", labels={"cores": "12.0"})])
+    profile = make_profile(filters=[{"name": "NodeAffinity"}], scores=[])
+    decision = decide(profile, pod("p", affinity=required({"matchExpressions": [expr("cores", "Gt", "8")]})), cluster)
+    assert decision.node == "plus"
+    assert decision.feasible == 1
+
+
 def test_match_fields_on_metadata_name() -> None:
     in_names = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b", "d"]}]}
     assert passing(pod("p", affinity=required(in_names))) == {"b", "d"}

@@ -37,6 +37,7 @@ Example profile (bin-packing)::
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import ClassVar, Literal
 
@@ -78,7 +79,7 @@ class RequestedToCapacityRatioParam(PluginArgs):
     @model_validator(mode="after")
     def _increasing(self) -> RequestedToCapacityRatioParam:
         points = [p.utilization for p in self.shape]
-        if any(b <= a for a, b in zip(points, points[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(points)):
             raise ValueError("shape: utilization values must be sorted in increasing order")
         return self
 
