@@ -402,7 +402,7 @@ GOOD_PROFILE = profile_doc("d")
                  "spec": {"filters": []}}], "profiles",
          ["document 1", 'profile "d"', "spec.schedulerName: Field required"]),
         (None, [profile_doc("d", scores=[{"name": "ImageLocality", "weight": 0}])], "profiles",
-         ["document 1", "spec.scores[0].weight"]),
+         ["document 1", "scores[0] ImageLocality: weight"]),
         (None, [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}], "profiles",
          ["document 1", "kind/apiVersion: expected SchedulerProfile placer.dev/v1alpha1"]),
         (None, [GOOD_PROFILE, profile_doc("d", "other")], "profiles",

@@ -119,6 +119,25 @@ def _messages(error: ValidationError, prefix: str = "") -> list[str]:
     return messages
 
 
+def _spec_messages(error: ValidationError, spec: Any) -> list[str]:
+    """Errors in the spec; those inside a plugin entry name it: `scores[0] ImageLocality: weight: ...`."""
+    messages = []
+    for item in error.errors(include_url=False):
+        location = item["loc"]
+        message = item["msg"].removeprefix("Value error, ")
+        if len(location) >= 3 and location[0] in ("filters", "scores") and isinstance(location[1], int):
+            section, index = location[0], location[1]
+            try:
+                plugin = spec[section][index]["name"]
+            except (KeyError, IndexError, TypeError):
+                plugin = "?"
+            messages.append(f"{section}[{index}] {plugin}: {format_location(location[2:])}: {message}")
+        else:
+            where = format_location(location)
+            messages.append(f"spec.{where}: {message}" if where else f"spec: {message}")
+    return messages
+
+
 def _instantiate(profile: str, section: str, index: int, ref: PluginRef) -> FilterPlugin | ScorePlugin:
     where = f'profile "{profile}": {section}[{index}] {ref.name}'
     plugin_class = REGISTRY.get(ref.name)
@@ -147,7 +166,7 @@ def compile_profile(name: str, spec: Mapping[str, Any] | None, generation: int =
     try:
         model = SchedulerProfileSpec.model_validate(spec if spec is not None else {})
     except ValidationError as error:
-        raise ProfileError(f'profile "{name}": ' + "; ".join(_messages(error, "spec"))) from None
+        raise ProfileError(f'profile "{name}": ' + "; ".join(_spec_messages(error, spec))) from None
     filters = model.filters if model.filters is not None else [PluginRef(**f) for f in DEFAULT_FILTERS]
     scores = model.scores if model.scores is not None else [PluginRef(**s) for s in DEFAULT_SCORES]
     _duplicates("filters", filters, name)

@@ -22,7 +22,7 @@ Example profile::
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -30,25 +30,27 @@ from pydantic import Field, field_validator
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import MAX_NODE_SCORE, PluginArgs, ScorePlugin
 from placer.engine.objects import PodInfo
-from placer.plugins.node_resources_fit import (
-    DEFAULT_RESOURCES,
-    ResourceSpec,
-    allocation,
-    pod_request_for_score,
-    unique_resources,
-)
+from placer.plugins.node_resources_fit import allocation, pod_request_for_score
+
+
+class BalancedResource(PluginArgs):
+    name: str = Field(min_length=1)
+    weight: Literal[1] = 1  # kube-scheduler rejects any other weight here
 
 
 class BalancedAllocationArgs(PluginArgs):
-    resources: tuple[ResourceSpec, ...] = Field(default=DEFAULT_RESOURCES, min_length=1)
+    resources: tuple[BalancedResource, ...] = Field(
+        default=(BalancedResource(name="cpu"), BalancedResource(name="memory")), min_length=1
+    )
 
     @field_validator("resources")
     @classmethod
-    def _weights_are_one(cls, resources: tuple[ResourceSpec, ...]) -> tuple[ResourceSpec, ...]:
-        for i, resource in enumerate(resources):
-            if resource.weight != 1:
-                raise ValueError(f"resources[{i}].weight: Invalid value: {resource.weight}: must be 1")
-        return unique_resources(resources)
+    def _unique(cls, resources: tuple[BalancedResource, ...]) -> tuple[BalancedResource, ...]:
+        names = [r.name for r in resources]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate resource name(s) {', '.join(duplicates)}")
+        return resources
 
 
 class NodeResourcesBalancedAllocation(ScorePlugin[BalancedAllocationArgs]):

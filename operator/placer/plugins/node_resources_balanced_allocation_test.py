@@ -85,7 +85,7 @@ def test_pod_requesting_only_an_unlisted_resource_is_best_effort_here() -> None:
 @pytest.mark.parametrize(
     ("args", "field"),
     [
-        ({"resources": [{"name": "cpu", "weight": 2}]}, "resources[0].weight: Invalid value: 2: must be 1"),
+        ({"resources": [{"name": "cpu", "weight": 2}]}, "args.resources[0].weight: Input should be 1"),
         ({"resources": []}, "args.resources"),
         ({"resources": [{"name": "cpu"}, {"name": "cpu"}]}, "duplicate resource name(s) cpu"),
         ({"resources": [{"name": ""}]}, "args.resources[0].name"),
