@@ -40,8 +40,9 @@ def _filters(*entries: dict[str, Any]) -> dict[str, Any]:
 
 
 PROFILE_CASES: tuple[ProfileCase, ...] = (
-    ProfileCase("weight-as-string", _scores({"name": "ImageLocality", "weight": "5"}),
-                ("scores[0] ImageLocality: weight",)),
+    ProfileCase(
+        "weight-as-string", _scores({"name": "ImageLocality", "weight": "5"}), ("scores[0] ImageLocality: weight",)
+    ),
     ProfileCase("weight-absurd", _scores({"name": "ImageLocality", "weight": 10**9}), ("weight", "100")),
     ProfileCase("weight-negative", _scores({"name": "ImageLocality", "weight": -1}), ("weight",)),
     ProfileCase("args-not-a-mapping", _scores({"name": "NodeResourcesFit", "args": "fast"}), ("args",)),
@@ -57,16 +58,34 @@ PROFILE_CASES: tuple[ProfileCase, ...] = (
     ),
     ProfileCase(
         "rtcr-shape-out-of-range",
-        _scores({"name": "NodeResourcesFit", "args": {"scoringStrategy": {
-            "type": "RequestedToCapacityRatio",
-            "requestedToCapacityRatio": {"shape": [{"utilization": 150, "score": 0}]}}}}),
+        _scores(
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "RequestedToCapacityRatio",
+                        "requestedToCapacityRatio": {"shape": [{"utilization": 150, "score": 0}]},
+                    }
+                },
+            }
+        ),
         ("utilization",),
     ),
     ProfileCase(
         "rtcr-shape-not-increasing",
-        _scores({"name": "NodeResourcesFit", "args": {"scoringStrategy": {
-            "type": "RequestedToCapacityRatio",
-            "requestedToCapacityRatio": {"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 5}]}}}}),
+        _scores(
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "RequestedToCapacityRatio",
+                        "requestedToCapacityRatio": {
+                            "shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 5}]
+                        },
+                    }
+                },
+            }
+        ),
         ("shape", "increasing"),
     ),
     ProfileCase(
@@ -74,8 +93,12 @@ PROFILE_CASES: tuple[ProfileCase, ...] = (
         _scores({"name": "NodeResourcesBalancedAllocation", "args": {"resources": [{"name": "cpu", "weight": 2}]}}),
         ("NodeResourcesBalancedAllocation", "args.resources[0].weight", "Input should be 1"),
     ),
-    ProfileCase("prefer-node-empty", _scores({"name": "PreferNode", "args": {"nodes": []}}), ("PreferNode", "args.nodes")),
-    ProfileCase("spread-without-label-key", _scores({"name": "SpreadByLabel", "args": {}}), ("SpreadByLabel", "labelKey")),
+    ProfileCase(
+        "prefer-node-empty", _scores({"name": "PreferNode", "args": {"nodes": []}}), ("PreferNode", "args.nodes")
+    ),
+    ProfileCase(
+        "spread-without-label-key", _scores({"name": "SpreadByLabel", "args": {}}), ("SpreadByLabel", "labelKey")
+    ),
     ProfileCase(
         "utilization-threshold-absurd",
         _filters({"name": "NodeUtilization", "args": {"cpuThreshold": 5}}),
@@ -93,20 +116,34 @@ PROFILE_CASES: tuple[ProfileCase, ...] = (
     ),
     ProfileCase("unknown-plugin", _scores({"name": "NodeFoo"}), ("NodeFoo", "Unsupported value")),
     ProfileCase("filter-only-plugin-in-scores", _scores({"name": "NodeReady"}), ("NodeReady", "not a score plugin")),
-    ProfileCase("score-only-plugin-in-filters", _filters({"name": "PreferNode"}), ("PreferNode", "not a filter plugin")),
-    ProfileCase("duplicate-plugin", _filters({"name": "NodeReady"}, {"name": "NodeReady"}), ("filters[1]", "Duplicate")),
-    ProfileCase("percentage-too-high", {"schedulerName": "hostile", "percentageOfNodesToScore": 101},
-                ("percentageOfNodesToScore",)),
-    ProfileCase("percentage-as-string", {"schedulerName": "hostile", "percentageOfNodesToScore": "half"},
-                ("percentageOfNodesToScore",)),
+    ProfileCase(
+        "score-only-plugin-in-filters", _filters({"name": "PreferNode"}), ("PreferNode", "not a filter plugin")
+    ),
+    ProfileCase(
+        "duplicate-plugin", _filters({"name": "NodeReady"}, {"name": "NodeReady"}), ("filters[1]", "Duplicate")
+    ),
+    ProfileCase(
+        "percentage-too-high",
+        {"schedulerName": "hostile", "percentageOfNodesToScore": 101},
+        ("percentageOfNodesToScore",),
+    ),
+    ProfileCase(
+        "percentage-as-string",
+        {"schedulerName": "hostile", "percentageOfNodesToScore": "half"},
+        ("percentageOfNodesToScore",),
+    ),
     ProfileCase("missing-scheduler-name", {"filters": []}, ("schedulerName",)),
     ProfileCase("empty-scheduler-name", {"schedulerName": ""}, ("schedulerName",)),
     ProfileCase("spec-not-a-mapping", ["schedulerName", "hostile"], ("spec",)),
     ProfileCase("unknown-spec-field", {"schedulerName": "hostile", "filterz": []}, ("filterz",)),
-    ProfileCase("unknown-args-field", _scores({"name": "PreferNode", "args": {"nodes": ["a"], "node": "b"}}),
-                ("PreferNode", "args.node")),
-    ProfileCase("thousands-of-plugins", _scores(*({"name": "ImageLocality"} for _ in range(5000))),
-                ("scores[1]", "Duplicate")),
+    ProfileCase(
+        "unknown-args-field",
+        _scores({"name": "PreferNode", "args": {"nodes": ["a"], "node": "b"}}),
+        ("PreferNode", "args.node"),
+    ),
+    ProfileCase(
+        "thousands-of-plugins", _scores(*({"name": "ImageLocality"} for _ in range(5000))), ("scores[1]", "Duplicate")
+    ),
     ProfileCase("unicode-scheduler-name", {"schedulerName": "hostile-" + UNICODE}, None),
     ProfileCase("very-long-scheduler-name", {"schedulerName": "hostile-" + LONG}, None),
 )
@@ -117,54 +154,134 @@ def _container(**resources: Any) -> dict[str, Any]:
 
 
 POD_CASES: tuple[PodCase, ...] = (
-    PodCase("cpu-not-a-quantity", {"containers": [_container(requests={"cpu": "abc"})]},
-            ("spec.containers[0].resources.requests.cpu",)),
-    PodCase("memory-two-dots", {"containers": [_container(requests={"memory": "1.2.3Gi"})]},
-            ("spec.containers[0].resources.requests.memory",)),
+    PodCase(
+        "cpu-not-a-quantity",
+        {"containers": [_container(requests={"cpu": "abc"})]},
+        ("spec.containers[0].resources.requests.cpu",),
+    ),
+    PodCase(
+        "memory-two-dots",
+        {"containers": [_container(requests={"memory": "1.2.3Gi"})]},
+        ("spec.containers[0].resources.requests.memory",),
+    ),
     PodCase("negative-cpu", {"containers": [_container(requests={"cpu": "-1"})]}, ("requests.cpu",)),
     PodCase("astronomic-memory", {"containers": [_container(requests={"memory": "1e30"})]}, ("requests.memory",)),
-    PodCase("bad-limit", {"containers": [_container(limits={"nvidia.com/gpu": "one"})]},
-            ("limits.nvidia.com/gpu",)),
-    PodCase("bad-init-container", {"containers": [_container()],
-                                   "initContainers": [_container(requests={"cpu": "1x"})]},
-            ("spec.initContainers[0].resources.requests.cpu",)),
+    PodCase("bad-limit", {"containers": [_container(limits={"nvidia.com/gpu": "one"})]}, ("limits.nvidia.com/gpu",)),
+    PodCase(
+        "bad-init-container",
+        {"containers": [_container()], "initContainers": [_container(requests={"cpu": "1x"})]},
+        ("spec.initContainers[0].resources.requests.cpu",),
+    ),
     PodCase("bad-overhead", {"containers": [_container()], "overhead": {"memory": "lots"}}, ("spec.overhead.memory",)),
     PodCase("requests-not-a-mapping", {"containers": [_container(requests=["cpu", "1"])]}, ("resources.requests",)),
     PodCase("containers-not-a-list", {"containers": "nginx"}, ("spec.containers",)),
-    PodCase("toleration-unknown-effect", {"containers": [_container()],
-                                          "tolerations": [{"key": "a", "operator": "Exists", "effect": "Sometimes"}]},
-            ("spec.tolerations[0].effect", "Sometimes")),
-    PodCase("toleration-unknown-operator", {"containers": [_container()],
-                                            "tolerations": [{"key": "a", "operator": "Maybe"}]},
-            ("spec.tolerations[0].operator",)),
-    PodCase("affinity-bad-operator", {"containers": [_container()], "affinity": {"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]}]}}}},
-            ("matchExpressions[0].operator", "Near")),
-    PodCase("affinity-gt-not-a-number", {"containers": [_container()], "affinity": {"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["ten"]}]}]}}}},
-            ("values[0]", "ten")),
-    PodCase("affinity-in-without-values", {"containers": [_container()], "affinity": {"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "zone", "operator": "In"}]}]}}}},
-            ("matchExpressions[0].values",)),
-    PodCase("match-fields-wrong-key", {"containers": [_container()], "affinity": {"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["a"]}]}]}}}},
-            ("matchFields[0].key",)),
-    PodCase("preferred-weight-zero", {"containers": [_container()], "affinity": {"nodeAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 0, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}}},
-            ("preferredDuringSchedulingIgnoredDuringExecution[0].weight",)),
-    PodCase("host-port-out-of-range", {"containers": [{**_container(), "ports": [{"containerPort": 80,
-                                                                                 "hostPort": 70000}]}]},
-            ("hostPort",)),
-    PodCase("node-selector-not-a-string", {"containers": [_container()], "nodeSelector": {"zone": 5}},
-            ("spec.nodeSelector.zone",)),
+    PodCase(
+        "toleration-unknown-effect",
+        {"containers": [_container()], "tolerations": [{"key": "a", "operator": "Exists", "effect": "Sometimes"}]},
+        ("spec.tolerations[0].effect", "Sometimes"),
+    ),
+    PodCase(
+        "toleration-unknown-operator",
+        {"containers": [_container()], "tolerations": [{"key": "a", "operator": "Maybe"}]},
+        ("spec.tolerations[0].operator",),
+    ),
+    PodCase(
+        "affinity-bad-operator",
+        {
+            "containers": [_container()],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]}
+                        ]
+                    }
+                }
+            },
+        },
+        ("matchExpressions[0].operator", "Near"),
+    ),
+    PodCase(
+        "affinity-gt-not-a-number",
+        {
+            "containers": [_container()],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["ten"]}]}
+                        ]
+                    }
+                }
+            },
+        },
+        ("values[0]", "ten"),
+    ),
+    PodCase(
+        "affinity-in-without-values",
+        {
+            "containers": [_container()],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In"}]}]
+                    }
+                }
+            },
+        },
+        ("matchExpressions[0].values",),
+    ),
+    PodCase(
+        "match-fields-wrong-key",
+        {
+            "containers": [_container()],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["a"]}]}
+                        ]
+                    }
+                }
+            },
+        },
+        ("matchFields[0].key",),
+    ),
+    PodCase(
+        "preferred-weight-zero",
+        {
+            "containers": [_container()],
+            "affinity": {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 0, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}
+                    ]
+                }
+            },
+        },
+        ("preferredDuringSchedulingIgnoredDuringExecution[0].weight",),
+    ),
+    PodCase(
+        "host-port-out-of-range",
+        {"containers": [{**_container(), "ports": [{"containerPort": 80, "hostPort": 70000}]}]},
+        ("hostPort",),
+    ),
+    PodCase(
+        "node-selector-not-a-string",
+        {"containers": [_container()], "nodeSelector": {"zone": 5}},
+        ("spec.nodeSelector.zone",),
+    ),
     PodCase("priority-not-a-number", {"containers": [_container()], "priority": "high"}, ("spec.priority",)),
-    PodCase("huge-label-set", {"containers": [_container(requests={"cpu": "10m"})]}, None,
-            metadata={"labels": {f"label-{i}": f"value-{i}" for i in range(5000)}}),
-    PodCase("unicode-labels", {"containers": [_container(requests={"cpu": "10m"})]}, None,
-            metadata={"labels": {"tenant": UNICODE}}),
+    PodCase(
+        "huge-label-set",
+        {"containers": [_container(requests={"cpu": "10m"})]},
+        None,
+        metadata={"labels": {f"label-{i}": f"value-{i}" for i in range(5000)}},
+    ),
+    PodCase(
+        "unicode-labels",
+        {"containers": [_container(requests={"cpu": "10m"})]},
+        None,
+        metadata={"labels": {"tenant": UNICODE}},
+    ),
 )
