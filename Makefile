@@ -32,7 +32,7 @@ lint: install ## ruff over the code
 demo: install ## set up and run `placer simulate` on the bundled sample cluster
 	$(VENV)/bin/placer simulate --cluster examples/cluster.yaml --profile examples/profiles/all.yaml
 
-bench: bench-engine bench-e2e ## all benchmarks (engine alone, then end to end)
+bench: bench-engine bench-e2e bench-soak ## all benchmarks: engine alone, end to end, soak with faults
 
 bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, medians of 5 runs
 	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
@@ -41,3 +41,6 @@ bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, me
 
 bench-e2e: install ## end to end: `placer run` vs the emulated API server, 1,000 nodes, 5,000 pods, medians of 3
 	$(PY) bench/e2e_bench.py --runs 3 --json bench/results/e2e.json
+
+bench-soak: install ## soak (about 3 min): churn + injected faults on two replicas; audit lost/double/overcommitted
+	$(PY) bench/soak_bench.py --minutes 3 --json bench/results/soak.json
