@@ -1,0 +1,60 @@
+"""Kopf handlers: a few lines each, feeding the state. All return None, so Kopf writes nothing.
+
+Only `@kopf.on.event` (no on.create/resume, daemons or timers: those would write annotations,
+finalizers or status on pods) and no `@kopf.index` (an index holds every handler back until the
+whole initial listing is indexed). The handlers are registered on a per-operator registry so
+that several operators can run in one process (tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+
+from placer.controller.kube import connection_info
+from placer.controller.options import Options
+from placer.controller.settings import configure_settings
+from placer.controller.state import SchedulerState
+
+__all__ = ["register"]
+
+
+def register(registry: kopf.OperatorRegistry, options: Options) -> None:
+    """Register the handlers of one operator instance; the state comes from `memo.placer`."""
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        configure_settings(settings, options)
+        memo.placer.kopf_ready = True
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        # Stop binding and release the Lease now: Kopf runs cleanup handlers before it waits
+        # (up to 5 s) for its own lingering tasks, so a follower takes over without that delay.
+        await memo.placer_stop()
+        # A watch-stream cancelled at the wrong moment leaves its "pause-waiter" task behind (the
+        # async generator that would cancel it is not finalised yet), and Kopf then waits 5 s for
+        # it. The watchers are all gone when cleanup handlers run, so nothing waits on them.
+        for task in asyncio.all_tasks():
+            if task.get_name().startswith("pause-waiter for "):
+                task.cancel()
+
+    @kopf.on.login(registry=registry)
+    async def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+        state: SchedulerState = memo.placer
+        assert state.kube is not None
+        return await connection_info(state.kube.configuration)
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def pod_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        memo.placer.pod_event(event)
+
+    @kopf.on.event("v1", "nodes", registry=registry)
+    async def node_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        memo.placer.node_event(event)
+
+    @kopf.on.event("placer.dev", "v1alpha1", "schedulerprofiles", registry=registry)
+    async def profile_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        memo.placer.profile_event(event)

@@ -1,0 +1,374 @@
+"""The one place that talks to the API server (Kopf's watches aside), through kubernetes_asyncio.
+
+Every call goes through `KubeClient.request`: raw JSON bodies in and out (`_preload_content=False`),
+no model (de)serialization, since a bind returns a `Status` the generated client cannot parse and
+the hot path (binds, events) must stay cheap. Transient failures (429 honouring `Retry-After`,
+500/502/503/504, timeouts, connection errors) are retried with exponential backoff and full
+jitter. Nothing here logs headers or bodies: tokens never reach a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import kopf
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+__all__ = [
+    "JSON",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "ApiError",
+    "BindOutcome",
+    "BindResult",
+    "KubeClient",
+    "Reply",
+    "connection_info",
+    "load_configuration",
+]
+
+logger = logging.getLogger("placer.kube")
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+AUTH_SETTINGS = ["BearerToken"]
+LIST_PAGE = 500
+MAX_RETRY_AFTER = 60.0  # honour the server's Retry-After, within reason
+
+
+class ApiError(Exception):
+    """A call that failed for good; `status` is 0 when no HTTP answer came at all."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    data: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        return json.loads(self.data) if self.data else None
+
+    def message(self) -> str:
+        """The `message` of a `Status` body, else the start of the body."""
+        try:
+            body = self.json()
+        except ValueError:
+            body = None
+        if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+            return body["message"]
+        return self.data[:200].decode("utf-8", "replace")
+
+
+class BindResult(enum.Enum):
+    BOUND = "bound"
+    CONFLICT = "conflict"  # already bound (by someone else) or being deleted: drop from the queue
+    GONE = "gone"  # the pod no longer exists: drop from the queue
+    FAILED = "failed"  # anything else: requeue with backoff
+
+
+@dataclass(frozen=True, slots=True)
+class BindOutcome:
+    result: BindResult
+    message: str = ""
+
+
+async def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """The client configuration: an explicit kubeconfig (argument or `$KUBECONFIG`), else in-cluster,
+    else `~/.kube/config`. An explicit `$KUBECONFIG` wins over in-cluster credentials, so a run
+    from inside a pod (a CI runner, a benchmark) talks to the cluster it was pointed at."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig or os.environ.get("KUBECONFIG"):
+        path = kubeconfig or os.environ["KUBECONFIG"]  # read now: the library read it at import
+        await k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+    else:
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException:
+            await k8s_config.load_kube_config(client_configuration=configuration)
+    return configuration
+
+
+async def connection_info(configuration: k8s_client.Configuration) -> kopf.ConnectionInfo:
+    """Kopf's credentials from the very configuration placer's own client uses (one source of truth).
+
+    For in-cluster configs the token is re-read from its file when it rotates; Kopf calls the login
+    handler again on a 401, which lands here again.
+    """
+    header = configuration.get_api_key_with_prefix("BearerToken")
+    if inspect.isawaitable(header):
+        header = await header
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        username=configuration.username or None,
+        password=configuration.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+        proxy_url=configuration.proxy,
+    )
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def _skip_env_lookups(api: k8s_client.ApiClient) -> None:
+    """Turn off aiohttp's per-request proxy/netrc lookups when no proxy is configured.
+
+    kubernetes_asyncio opens its session with `trust_env=True`, which makes aiohttp look the proxy
+    up in a worker thread (and read ~/.netrc) on *every* request: measured, that thread hop was
+    the largest single cost of a bind. Without proxy variables the lookup can only find nothing,
+    so switching it off changes no behaviour; with them, it stays on.
+    """
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
+
+
+class KubeClient:
+    """Raw-JSON calls with retries; `last_answer` (monotonic) says when the server last answered."""
+
+    def __init__(
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        retries: int = 5,
+        timeout: float = 30.0,
+        max_backoff: float = 5.0,
+        base_backoff: float = 0.05,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._api = api
+        self.retries = retries
+        self.timeout = timeout
+        self.max_backoff = max_backoff
+        self.base_backoff = base_backoff
+        self._sleep = sleep
+        self.last_answer: float | None = None
+        self.last_failure: str | None = None
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 128, **kwargs: Any) -> KubeClient:
+        configuration = await load_configuration(kubeconfig)
+        configuration.connection_pool_maxsize = pool_size
+        api = k8s_client.ApiClient(configuration)
+        _skip_env_lookups(api)
+        return cls(api, **kwargs)
+
+    @property
+    def configuration(self) -> k8s_client.Configuration:
+        return self._api.configuration
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    # ----------------------------------------------------------------- the one request path
+
+    def _backoff(self, attempt: int) -> float:
+        """Full jitter: uniform in [0, base * 2^attempt], capped."""
+        return random.uniform(0, min(self.max_backoff, self.base_backoff * 2**attempt))
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        retries: int | None = None,
+    ) -> Reply:
+        """Send one call, retrying transient failures; any final HTTP answer is returned as a Reply."""
+        retries = self.retries if retries is None else retries
+        headers = {"Content-Type": content_type, "Accept": JSON}
+        attempt = 0
+        while True:
+            delay: float
+            try:
+                response = await self._api.call_api(
+                    path,
+                    method,
+                    query_params=list(query) if query else None,
+                    header_params=dict(headers),
+                    body=body,
+                    auth_settings=AUTH_SETTINGS,
+                    _preload_content=False,
+                    _request_timeout=self.timeout,
+                )
+                try:
+                    data = await response.read()
+                    status = response.status
+                    retry_after = response.headers.get("Retry-After")
+                finally:
+                    response.release()
+            except (aiohttp.ClientError, TimeoutError, OSError) as error:
+                self.last_failure = f"{method} {path}: {type(error).__name__}"
+                if attempt >= retries:
+                    raise ApiError(0, f"{method} {path}: {type(error).__name__}: {error}") from None
+                delay = self._backoff(attempt)
+            else:
+                if status < 500:
+                    self.last_answer = time.monotonic()
+                if status not in RETRY_STATUSES or attempt >= retries:
+                    return Reply(status, data)
+                self.last_failure = f"{method} {path}: HTTP {status}"
+                delay = self._backoff(attempt)
+                if status == 429 and retry_after:
+                    with contextlib.suppress(ValueError):
+                        delay = min(max(float(retry_after), delay), MAX_RETRY_AFTER)
+            attempt += 1
+            logger.debug("retrying %s %s in %.2fs (attempt %d)", method, path, delay, attempt)
+            await self._sleep(delay)
+
+    async def _call(self, method: str, path: str, ok: tuple[int, ...] = (200, 201), **kwargs: Any) -> Any:
+        reply = await self.request(method, path, **kwargs)
+        if reply.status not in ok:
+            raise ApiError(reply.status, f"{method} {path}: {reply.message()}")
+        return reply.json()
+
+    # ----------------------------------------------------------------- pods
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+        """POST pods/{name}/binding. The UID is a precondition: a re-created pod is not bound by mistake."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            reply = await self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body)
+        except ApiError as error:
+            return BindOutcome(BindResult.FAILED, error.message)
+        if reply.ok:
+            return BindOutcome(BindResult.BOUND)
+        message = reply.message()
+        if reply.status == 409:
+            # a retried bind whose first attempt did land answers "already assigned to node <ours>"
+            if f'already assigned to node "{node}"' in message:
+                return BindOutcome(BindResult.BOUND, message)
+            return BindOutcome(BindResult.CONFLICT, message)
+        if reply.status == 404:
+            return BindOutcome(BindResult.GONE, message)
+        return BindOutcome(BindResult.FAILED, f"HTTP {reply.status}: {message}")
+
+    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Reply:
+        """Strategic merge on pods/status: conditions merge by `type`, others are left alone."""
+        return await self.request(
+            "PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body=patch,
+            content_type=STRATEGIC_MERGE_PATCH,
+        )
+
+    async def list_objects(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]:
+        """Every item of a collection, paged; returns (items, the list's resourceVersion)."""
+        items: list[Any] = []
+        token = ""
+        while True:
+            params = [*query, ("limit", str(LIST_PAGE))]
+            if token:
+                params.append(("continue", token))
+            reply = await self.request("GET", path, query=params)
+            if reply.status == 410 and token:  # the continue token expired: start over
+                items, token = [], ""
+                continue
+            if not reply.ok:
+                raise ApiError(reply.status, f"GET {path}: {reply.message()}")
+            body = reply.json() or {}
+            items.extend(body.get("items") or [])
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    # ----------------------------------------------------------------- events.k8s.io/v1
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> Reply:
+        return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=event)
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Reply:
+        return await self.request(
+            "PATCH", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}", body=patch,
+            content_type=MERGE_PATCH,
+        )
+
+    # ----------------------------------------------------------------- SchedulerProfiles
+
+    async def patch_profile_status(self, name: str, patch: Mapping[str, Any]) -> Reply:
+        return await self.request(
+            "PATCH", f"/apis/placer.dev/v1alpha1/schedulerprofiles/{name}/status", body=patch,
+            content_type=MERGE_PATCH,
+        )
+
+    # ----------------------------------------------------------------- metrics.k8s.io
+
+    async def list_node_metrics(self) -> list[Any] | None:
+        """NodeMetrics items, or None when the cluster has no metrics API (404/503 from discovery)."""
+        reply = await self.request("GET", "/apis/metrics.k8s.io/v1beta1/nodes", retries=1)
+        if reply.status in (404, 503):
+            return None
+        if not reply.ok:
+            raise ApiError(reply.status, f"GET NodeMetrics: {reply.message()}")
+        body = reply.json() or {}
+        return list(body.get("items") or [])
+
+    # ----------------------------------------------------------------- coordination.k8s.io/v1
+
+    def _lease_path(self, namespace: str, name: str = "") -> str:
+        base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        return f"{base}/{name}" if name else base
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        reply = await self.request("GET", self._lease_path(namespace, name), retries=1)
+        if reply.status == 404:
+            return None
+        if not reply.ok:
+            raise ApiError(reply.status, f"GET lease: {reply.message()}")
+        return reply.json()
+
+    async def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> dict[str, Any]:
+        """Raises ApiError(409) when someone created it first."""
+        return await self._call("POST", self._lease_path(namespace), body=lease, retries=1)
+
+    async def update_lease(self, namespace: str, name: str, lease: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT with the resourceVersion we read: raises ApiError(409) when someone wrote in between."""
+        return await self._call("PUT", self._lease_path(namespace, name), ok=(200,), body=lease, retries=1)
+
+    # ----------------------------------------------------------------- liveness
+
+    async def ping(self) -> bool:
+        """GET /version: whether the server answers at all."""
+        try:
+            reply = await self.request("GET", "/version", retries=0)
+        except ApiError:
+            return False
+        return reply.status < 500

@@ -1,0 +1,158 @@
+"""The scheduling loop: one task pops the queue, decides, assumes, and hands the bind off.
+
+Per pod: take the profile once (an immutable object, so a reload never mixes two versions in a
+cycle), run the vectorised engine, and on a decision count the pod on its node (`assume`)
+*before* the bind is sent, so the next decision already sees it. Binds run as tasks, at most
+`max_binds_in_flight` at a time (the loop waits for a free slot before deciding, so decisions
+are made on the freshest state). A bound pod stays assumed until its watch event confirms it; a
+failed bind is forgotten and requeued with backoff, or dropped on 409 (someone else bound it, or
+it is being deleted) and 404 (gone). Only the leader runs the loop, and every bind checks the
+leadership again right before it is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from placer.controller.kube import BindOutcome, BindResult
+from placer.controller.state import SchedulerState
+from placer.engine.objects import PodInfo
+from placer.engine.profile import Profile
+
+__all__ = ["SchedulingLoop"]
+
+logger = logging.getLogger("placer.loop")
+
+
+class SchedulingLoop:
+    def __init__(self, state: SchedulerState, max_binds_in_flight: int | None = None) -> None:
+        self.state = state
+        self.limit = max_binds_in_flight or state.options.max_binds_in_flight
+        self._slots = asyncio.Semaphore(self.limit)
+        self._binds: set[asyncio.Task[None]] = set()
+        self.debug = logger.isEnabledFor(logging.DEBUG)
+
+    @property
+    def binds_in_flight(self) -> int:
+        return len(self._binds)
+
+    async def run(self) -> None:
+        state = self.state
+        queue = state.queue
+        while True:
+            if not state.may_schedule.is_set():
+                await state.may_schedule.wait()
+                continue
+            if not state.is_leader():  # lost by the clock; the elector is about to say so
+                await asyncio.sleep(0.05)
+                continue
+            await self._slots.acquire()
+            state.wakeup.clear()
+            pod = queue.pop()
+            if pod is None:
+                self._slots.release()
+                await self._idle()
+                continue
+            try:
+                started = self.cycle(pod)
+            except BaseException:
+                self._slots.release()
+                raise
+            if not started:
+                self._slots.release()
+            await asyncio.sleep(0)  # let the watch handlers run between pods
+
+    async def _idle(self) -> None:
+        delay = self.state.queue.next_ready_in()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self.state.wakeup.wait()
+
+    def cycle(self, pod: PodInfo) -> bool:
+        """One scheduling cycle; True when a bind task was started (it owns the slot then)."""
+        state = self.state
+        key = pod.key
+        profile = state.profiles.active(pod.scheduler_name)  # taken once for the whole cycle
+        if profile is None or key in state.cluster.pods or not state.is_leader():
+            if profile is None or key in state.cluster.pods:
+                state.queue.remove(key)
+            else:
+                state.queue.retry_now(key)  # not leading any more: leave it for the next term
+            return False
+        started = time.perf_counter()
+        try:
+            decision = state.scheduler.schedule(pod, profile, state.cluster, top=3 if self.debug else 0)
+        except Exception:
+            logger.exception("scheduling %s failed", key)
+            self._observe(profile, "error", started)
+            state.queue.backoff(key)
+            return False
+        node = decision.node
+        if node is None:
+            message = decision.message or "unschedulable"
+            self._observe(profile, "error" if pod.error else "unschedulable", started)
+            state.queue.backoff(key)
+            state.reporter.failed(pod, profile.scheduler_name, message)
+            if self.debug:
+                logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
+            return False
+        self._observe(profile, "scheduled", started)
+        state.cluster.assume(pod, node)
+        if self.debug:
+            top = ", ".join(f"{s.node}={s.total}" for s in decision.top)
+            logger.debug("pod %s -> %s (profile %s generation %d; top %s)", key, node, profile.name,
+                         profile.generation, top)
+        task = asyncio.create_task(self._bind(pod, node, profile))
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+        return True
+
+    def _observe(self, profile: Profile, result: str, started: float) -> None:
+        metrics = self.state.metrics
+        metrics.attempts.inc(result=result, profile=profile.name)
+        metrics.attempt_duration.observe(time.perf_counter() - started, result=result, profile=profile.name)
+
+    async def _bind(self, pod: PodInfo, node: str, profile: Profile) -> None:
+        state = self.state
+        key = pod.key
+        try:
+            if not state.is_leader():
+                outcome = BindOutcome(BindResult.FAILED, "not the leader")
+            else:
+                assert state.kube is not None
+                outcome = await state.kube.bind(pod.namespace, pod.name, pod.uid, node)
+        except asyncio.CancelledError:
+            state.cluster.forget(key)  # never leave an assumption behind
+            raise
+        except Exception as error:
+            outcome = BindOutcome(BindResult.FAILED, repr(error))
+        finally:
+            self._slots.release()
+        result = outcome.result
+        state.metrics.bindings.inc(result=result.value)
+        if result is BindResult.BOUND:
+            state.queue.remove(key)  # stays assumed until the watch shows it bound
+            state.reporter.scheduled(pod, node, profile.scheduler_name)
+            return
+        state.cluster.forget(key)
+        if result in (BindResult.CONFLICT, BindResult.GONE):
+            state.queue.remove(key)
+            logger.debug("bind of %s dropped (%s): %s", key, result.value, outcome.message)
+            return
+        if not state.is_leader():
+            state.queue.retry_now(key)
+            return
+        state.queue.backoff(key)
+        state.wakeup.set()
+        logger.warning("bind of %s to %s failed: %s", key, node, outcome.message)
+        state.reporter.failed(pod, profile.scheduler_name, f"Binding rejected: {outcome.message}", condition=False)
+
+    async def drain(self, timeout: float) -> None:
+        """Let the binds in flight finish (bounded), e.g. before the Lease is released."""
+        if self._binds:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(*self._binds, return_exceptions=True)

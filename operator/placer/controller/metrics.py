@@ -1,0 +1,167 @@
+"""Prometheus metrics, written out by hand in the text exposition format (version 0.0.4).
+
+A handful of counters, gauges and one histogram do not justify a dependency; the hot path only
+increments dict entries, and the text is built when `/metrics` is scraped.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Iterable, Mapping
+
+__all__ = ["DURATION_BUCKETS", "Counter", "Gauge", "Histogram", "Metrics"]
+
+# kube-scheduler's scheduling_attempt_duration_seconds buckets: 1 ms doubling, 15 of them
+DURATION_BUCKETS: tuple[float, ...] = tuple(0.001 * 2**i for i in range(15))
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(labels: Labels, extra: Labels = ()) -> str:
+    pairs = (*labels, *extra)
+    if not pairs:
+        return ""
+    return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in pairs) + "}"
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+class _Metric:
+    kind = ""
+
+    def __init__(self, name: str, help_text: str) -> None:
+        self.name = name
+        self.help = help_text
+
+    def header(self) -> list[str]:
+        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+
+    def lines(self) -> list[str]:
+        raise NotImplementedError
+
+
+class Counter(_Metric):
+    kind = "counter"
+
+    def __init__(self, name: str, help_text: str) -> None:
+        super().__init__(name, help_text)
+        self.values: dict[Labels, float] = {}
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        self.values[key] = self.values.get(key, 0.0) + amount
+
+    def get(self, **labels: str) -> float:
+        return self.values.get(tuple(sorted(labels.items())), 0.0)
+
+    def lines(self) -> list[str]:
+        return [f"{self.name}{_labels(key)} {_number(value)}" for key, value in sorted(self.values.items())]
+
+
+class Gauge(_Metric):
+    """A gauge set directly, or computed at scrape time by `source` (label dict -> value)."""
+
+    kind = "gauge"
+
+    def __init__(
+        self, name: str, help_text: str, source: Callable[[], Iterable[tuple[Mapping[str, str], float]]] | None = None
+    ) -> None:
+        super().__init__(name, help_text)
+        self.values: dict[Labels, float] = {}
+        self.source = source
+
+    def set(self, value: float, **labels: str) -> None:
+        self.values[tuple(sorted(labels.items()))] = value
+
+    def get(self, **labels: str) -> float:
+        return self.values.get(tuple(sorted(labels.items())), 0.0)
+
+    def lines(self) -> list[str]:
+        values = dict(self.values)
+        if self.source is not None:
+            for labels, value in self.source():
+                values[tuple(sorted(labels.items()))] = value
+        return [f"{self.name}{_labels(key)} {_number(value)}" for key, value in sorted(values.items())]
+
+
+class Histogram(_Metric):
+    kind = "histogram"
+
+    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...] = DURATION_BUCKETS) -> None:
+        super().__init__(name, help_text)
+        self.buckets = buckets
+        self.series: dict[Labels, tuple[list[int], list[float]]] = {}
+
+    def observe(self, value: float, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        entry = self.series.get(key)
+        if entry is None:
+            entry = self.series[key] = ([0] * (len(self.buckets) + 1), [0.0])
+        entry[0][bisect.bisect_left(self.buckets, value)] += 1
+        entry[1][0] += value
+
+    def count(self, **labels: str) -> int:
+        entry = self.series.get(tuple(sorted(labels.items())))
+        return sum(entry[0]) if entry else 0
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for key, (counts, total) in sorted(self.series.items()):
+            running = 0
+            for bound, count in zip((*self.buckets, math.inf), counts, strict=True):
+                running += count
+                out.append(f"{self.name}_bucket{_labels(key, (('le', _number(bound)),))} {running}")
+            out.append(f"{self.name}_sum{_labels(key)} {_number(total[0])}")
+            out.append(f"{self.name}_count{_labels(key)} {running}")
+        return out
+
+
+class Metrics:
+    """Placer's metrics (API.md §4) plus a few for operating it."""
+
+    def __init__(self) -> None:
+        self.attempts = Counter(
+            "placer_schedule_attempts_total",
+            "Scheduling attempts by result (scheduled, unschedulable, error) and profile.",
+        )
+        self.attempt_duration = Histogram(
+            "placer_scheduling_attempt_duration_seconds",
+            "Time to decide for one pod (filter, score, select), by result and profile.",
+        )
+        self.pending = Gauge(
+            "placer_pending_pods", "Pods in the scheduling queue, by queue (active, backoff, in_flight)."
+        )
+        self.reloads = Counter(
+            "placer_profile_reloads_total",
+            "SchedulerProfile (re)loads by profile and result (success, invalid).",
+        )
+        self.bindings = Counter(
+            "placer_bindings_total", "Binding calls by result (bound, conflict, gone, failed)."
+        )
+        self.leader = Gauge("placer_leader", "1 while this instance holds the leader Lease (or runs without one).")
+        self.reports_dropped = Counter(
+            "placer_reports_dropped_total", "Events and condition writes dropped because their queue was full."
+        )
+        self.api_errors = Counter("placer_api_errors_total", "Failed API calls made by placer itself, by call.")
+        self._all: list[_Metric] = [
+            self.attempts, self.attempt_duration, self.pending, self.reloads, self.bindings, self.leader,
+            self.reports_dropped, self.api_errors,
+        ]
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for metric in self._all:
+            lines.extend(metric.header())
+            lines.extend(metric.lines())
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,54 @@
+"""Kopf's settings for Placer, each chosen for a measured or verified reason (kopf 1.45).
+
+- Standalone (no KopfPeering objects) and no Kopf-posted events: leader election is ours, and
+  Kopf's log-to-event posting would cost an API call per handled object.
+- Pods are watched with kube-scheduler's informer field selector: terminal pods hold no resources
+  and are never scheduled. A pod that turns terminal leaves the selection, and the watch then
+  delivers it as DELETED, which frees its resources.
+- Watches ask the server to end each stream after `watch_server_timeout` (Kopf re-lists nothing
+  on such an end, it just resumes from the last resourceVersion); the client gives up a stream a
+  minute later, and a connect attempt after `watch_connect_timeout`.
+- No diff-base: only `@kopf.on.event` handlers are registered, for which Kopf neither reads nor
+  writes the last-handled-configuration annotation, but it still deep-copies every object to
+  build a diff nobody uses. `NoDiffBase` makes that a no-op. Progress storage is left as it is:
+  on.event handlers never write it (`process_watching_cause` stores no progress, and a handler
+  returning None stores no result), so no PATCH ever reaches a pod from Kopf.
+- `queueing.worker_limit` stays unset (one worker per object, as many as needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import kopf
+
+from placer.controller.options import Options
+from placer.controller.state import ACTIVE_PODS_SELECTOR
+
+__all__ = ["NoDiffBase", "configure_settings"]
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """A diff-base that is never stored nor read: Placer has no change-detecting handlers."""
+
+    def build(self, *, body: Any, extra_fields: Iterable[Any] | None = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: Any) -> Any:
+        return None
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        return None
+
+
+def configure_settings(settings: kopf.OperatorSettings, options: Options) -> None:
+    settings.peering.standalone = True
+    settings.posting.enabled = False
+    settings.persistence.diffbase_storage = NoDiffBase()
+    settings.watching.field_selectors["v1", "pods"] = ACTIVE_PODS_SELECTOR
+    settings.watching.server_timeout = options.watch_server_timeout
+    settings.watching.client_timeout = options.watch_server_timeout + 60
+    settings.watching.connect_timeout = options.watch_connect_timeout
+    settings.networking.connect_timeout = options.watch_connect_timeout
+    settings.networking.request_timeout = max(options.api_timeout, 60.0)

@@ -1,0 +1,529 @@
+"""The one object that holds everything (kept in Kopf's memo): the engine's cluster, queue and
+profiles, the reporter, the API client and leader election, plus the bookkeeping that turns
+watch events into engine calls.
+
+Pods, as kube-scheduler's cache sees them:
+
+- bound (`spec.nodeName`): counted on their node (`ClusterState.add_pod`, which also confirms a
+  pod we assumed); terminal or deleted ones are removed and wake the queue (resources freed);
+- unbound: indexed by `spec.schedulerName` whether or not a profile owns that name yet, and
+  queued when one does; a pod we assumed (bind in flight, or bound but not yet seen bound) is
+  never queued again, so it is never bound twice;
+- stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
+  resync LIST and Kopf's own listing may race) are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from placer.controller.kube import ApiError, KubeClient
+from placer.controller.leader import LeaderElector
+from placer.controller.metrics import Metrics
+from placer.controller.options import Options
+from placer.controller.profiles import ProfileRegistry
+from placer.controller.reporting import Reporter, pod_scheduled_condition
+from placer.engine.cluster import ClusterState
+from placer.engine.objects import ObjectError, PodInfo, parse_node, parse_node_metrics, parse_pod, pod_key
+from placer.engine.profile import Profile
+from placer.engine.queue import SchedulingQueue
+from placer.engine.runtime import Scheduler
+
+__all__ = ["ACTIVE_PODS_SELECTOR", "KINDS", "PROFILES_PATH", "SchedulerState"]
+
+logger = logging.getLogger("placer.state")
+
+# as kube-scheduler's informer: terminal pods hold no resources and are never scheduled
+ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
+KINDS = ("pods", "nodes", "profiles")
+
+
+def _older(new: str, old: str) -> bool:
+    """Whether resourceVersion `new` is older than `old` (only when both are numbers, as in etcd)."""
+    return new.isdigit() and old.isdigit() and int(new) < int(old)
+
+
+def _accounting_differs(a: PodInfo, b: PodInfo) -> bool:
+    """Whether anything the node accounting reads differs between two versions of a bound pod."""
+    return (
+        a.node_name != b.node_name
+        or a.requests != b.requests
+        or a.nonzero_cpu != b.nonzero_cpu
+        or a.nonzero_memory != b.nonzero_memory
+        or a.host_ports != b.host_ports
+        or a.labels != b.labels
+        or a.uid != b.uid
+    )
+
+
+class SchedulerState:
+    def __init__(
+        self, options: Options, kube: KubeClient | None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.options = options
+        self.kube = kube
+        self.metrics = Metrics()
+        self.cluster = ClusterState(capacity=1024)
+        self.queue = SchedulingQueue(clock=clock, initial_backoff=options.initial_backoff,
+                                     max_backoff=options.max_backoff)
+        self.scheduler = Scheduler()
+        self.profiles = ProfileRegistry(self.cluster, self.metrics, self._owner_changed)
+        self.reporter = Reporter(
+            kube, self.metrics,  # type: ignore[arg-type]  # None only in unit tests that never report
+            identity=options.identity, limit=options.report_queue_limit,
+            series_interval=options.event_series_interval, active=self.is_leader,
+        )
+        self.leader: LeaderElector | None = None
+        if options.leader_elect and kube is not None:
+            self.leader = LeaderElector(
+                kube, namespace=options.lease_namespace, name=options.lease_name, identity=options.identity,
+                lease_duration=options.lease_duration, renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+                on_started_leading=self._started_leading, on_stopped_leading=self._stopped_leading,
+            )
+        self.metrics.leader.set(0 if self.leader is not None else 1)
+        self.metrics.pending.source = lambda: [({"queue": q}, n) for q, n in self.queue.counts().items()]
+        # unbound pods by schedulerName, owned or not (so a new profile finds its pods at once)
+        self.pending: dict[str, dict[str, PodInfo]] = {}
+        self._pending_name: dict[str, str] = {}
+        self._gated: set[str] = set()  # pending pods with spec.schedulingGates: not scheduled yet
+        self.wakeup = asyncio.Event()  # something may be schedulable: the loop looks again
+        self.may_schedule = asyncio.Event()  # leader and resynced: the loop runs
+        self.synced = False
+        self.kopf_ready = False
+        self.term = 0  # bumps at every start of leadership
+        self._term_changed = asyncio.Event()
+        self._metrics_wanted = asyncio.Event()
+        self._metrics_usage: dict[str, dict[str, int]] = {}
+        self.metrics_api: bool | None = None  # None: not asked yet
+        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self.insights: Any = None  # Kopf's insights, when available, for /healthz
+        # Objects a resync LIST filed that no Kopf event has mentioned yet (kind -> key -> path).
+        # A deletion between our LIST and Kopf's own initial LIST would reach neither stream, so
+        # these are checked with a GET until Kopf confirms them (see `verify_provisional`).
+        self._from_kopf: dict[str, set[str]] = {kind: set() for kind in KINDS}
+        self.provisional: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+
+    # ----------------------------------------------------------------- leadership
+
+    def is_leader(self) -> bool:
+        return self.leader is None or self.leader.is_leader
+
+    def _started_leading(self) -> None:
+        self.metrics.leader.set(1)
+        self.term += 1
+        self._term_changed.set()
+
+    def _stopped_leading(self) -> None:
+        self.metrics.leader.set(0)
+        self.may_schedule.clear()
+        self.reporter.reset()
+        self.wakeup.set()
+
+    # ----------------------------------------------------------------- Kopf's events
+
+    def _kopf(self, kind: str, key: str, deleted: bool) -> None:
+        self.provisional[kind].pop(key, None)
+        if deleted:
+            self._from_kopf[kind].discard(key)
+        else:
+            self._from_kopf[kind].add(key)
+
+    def pod_event(self, event: Mapping[str, Any]) -> None:
+        raw = event["object"]
+        deleted = event["type"] == "DELETED"
+        self._kopf("pods", pod_key(raw), deleted)
+        if deleted:
+            self.pod_deleted(raw)
+        else:
+            self.observe_pod(raw)
+
+    def node_event(self, event: Mapping[str, Any]) -> None:
+        raw = event["object"]
+        deleted = event["type"] == "DELETED"
+        self._kopf("nodes", str((raw.get("metadata") or {}).get("name")), deleted)
+        if deleted:
+            self.node_deleted(raw)
+        else:
+            self.observe_node(raw)
+
+    def profile_event(self, event: Mapping[str, Any]) -> None:
+        raw = event["object"]
+        deleted = event["type"] == "DELETED"
+        self._kopf("profiles", str((raw.get("metadata") or {}).get("name")), deleted)
+        if deleted:
+            self.profile_deleted(raw)
+        else:
+            self.observe_profile(raw)
+
+    # ----------------------------------------------------------------- pods
+
+    def _known(self, key: str) -> PodInfo | None:
+        record = self.cluster.pods.get(key)
+        if record is not None:
+            return record.pod
+        name = self._pending_name.get(key)
+        return None if name is None else self.pending[name].get(key)
+
+    def observe_pod(self, raw: Mapping[str, Any]) -> None:
+        """An ADDED/MODIFIED/listed pod: parse it once (unless it is a version we have) and file it."""
+        meta = raw.get("metadata")
+        if isinstance(meta, Mapping):
+            known = self._known(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+            if known is not None and known.resource_version and known.resource_version == meta.get(
+                "resourceVersion"
+            ) and known.uid == meta.get("uid"):
+                return
+        try:
+            pod = parse_pod(raw)
+        except ObjectError as error:
+            logger.debug("ignoring an unusable pod: %s", error)
+            return
+        gated = False
+        if not pod.node_name and not pod.terminal:
+            self.reporter.observe_condition(pod.key, pod_scheduled_condition(raw))
+            spec = raw.get("spec")
+            gated = isinstance(spec, Mapping) and bool(spec.get("schedulingGates"))
+        self.pod_seen(pod, gated)
+
+    def pod_seen(self, pod: PodInfo, gated: bool = False) -> None:
+        """File one version of a pod; `gated`: it has schedulingGates (kube-scheduler waits too)."""
+        key = pod.key
+        record = self.cluster.pods.get(key)
+        if record is not None and record.pod.uid != pod.uid and pod.uid and record.pod.uid:
+            self.cluster.remove_pod(key)  # a re-created pod whose DELETED we never saw
+            record = None
+        known = record.pod if record is not None else self._known(key)
+        if known is not None and known.uid == pod.uid and _older(pod.resource_version, known.resource_version):
+            return
+        if pod.terminal:
+            self._forget_pod(key)
+            if self.cluster.remove_pod(key):
+                self._wake()
+            return
+        if pod.node_name:
+            self._unpend(key)
+            self.queue.remove(key)
+            self.reporter.forget(key)
+            if record is None or record.assumed or _accounting_differs(record.pod, pod):
+                self.cluster.add_pod(pod)
+            return
+        if record is not None:
+            if record.assumed:
+                self._pend(pod)  # our bind is in flight or awaiting its watch event: do not queue
+            return  # else: an unbound copy of a pod known to be bound is stale
+        if pod.deleting:
+            self._forget_pod(key)
+            return
+        self._pend(pod)
+        if gated:
+            self._gated.add(key)
+            self.queue.remove(key)
+            return
+        self._gated.discard(key)
+        if self.profiles.active(pod.scheduler_name) is not None:
+            self.queue.add(pod)
+            self.wakeup.set()
+
+    def pod_deleted(self, raw: Mapping[str, Any]) -> None:
+        key = pod_key(raw)
+        uid = str((raw.get("metadata") or {}).get("uid") or "")
+        known = self._known(key)
+        if known is not None and uid and known.uid and known.uid != uid:
+            return  # a DELETED of an older incarnation
+        self._forget_pod(key)
+        if self.cluster.remove_pod(key):
+            self._wake()
+
+    def _forget_pod(self, key: str) -> None:
+        self._gated.discard(key)
+        self._unpend(key)
+        self.queue.remove(key)
+        self.reporter.forget(key)
+
+    def _pend(self, pod: PodInfo) -> None:
+        name = pod.scheduler_name
+        previous = self._pending_name.get(pod.key)
+        if previous is not None and previous != name:
+            self.pending[previous].pop(pod.key, None)
+        self.pending.setdefault(name, {})[pod.key] = pod
+        self._pending_name[pod.key] = name
+
+    def _unpend(self, key: str) -> None:
+        name = self._pending_name.pop(key, None)
+        self._gated.discard(key)
+        if name is not None:
+            pods = self.pending.get(name)
+            if pods is not None:
+                pods.pop(key, None)
+                if not pods:
+                    del self.pending[name]
+
+    def enqueue_pending(self, scheduler_name: str) -> None:
+        """Queue every pending pod of a schedulerName (a profile started owning it, or a new term)."""
+        for key, pod in self.pending.get(scheduler_name, {}).items():
+            if key not in self.cluster.pods and key not in self._gated:
+                self.queue.add(pod)
+        self.wakeup.set()
+
+    def _wake(self) -> None:
+        """A change that may help waiting pods (node added or changed, resources freed)."""
+        self.queue.wake()
+        self.wakeup.set()
+
+    # ----------------------------------------------------------------- nodes
+
+    def observe_node(self, raw: Mapping[str, Any]) -> None:
+        try:
+            node = parse_node(raw)
+        except ObjectError as error:
+            name = (raw.get("metadata") or {}).get("name")
+            logger.warning("node %s cannot be used: %s", name, error)
+            if isinstance(name, str):
+                self.cluster.remove_node(name)
+            return
+        if self.cluster.upsert_node(node):
+            self._wake()
+
+    def node_deleted(self, raw: Mapping[str, Any]) -> None:
+        name = (raw.get("metadata") or {}).get("name")
+        if isinstance(name, str):
+            self.cluster.remove_node(name)
+
+    # ----------------------------------------------------------------- profiles
+
+    def observe_profile(self, raw: Mapping[str, Any]) -> None:
+        self.profiles.upsert(raw)
+        if self.profiles.uses_metrics:
+            self._metrics_wanted.set()
+
+    def profile_deleted(self, raw: Mapping[str, Any]) -> None:
+        name = (raw.get("metadata") or {}).get("name")
+        if isinstance(name, str):
+            self.profiles.delete(name)
+
+    def _owner_changed(self, scheduler_name: str, old: Profile | None, new: Profile | None) -> None:
+        if new is None:
+            for key in self.pending.get(scheduler_name, {}):
+                self.queue.remove(key)  # no longer ours: they stay pending
+        elif old is None:
+            self.enqueue_pending(scheduler_name)
+        else:
+            self._wake()  # a new version may fit pods the old one could not
+
+    # ----------------------------------------------------------------- resync
+
+    async def resync(self) -> None:
+        """Fresh LISTs of nodes, profiles and pods, reconciled into the caches.
+
+        Run at startup and at every start of leadership, before anything is scheduled: pods that
+        another leader bound moments ago (their watch events not here yet) get counted. It only
+        adds and updates; removals are left to the watch (an extra pod counted is safe, a missing
+        one is not), except for what Kopf's stream may never mention: objects deleted between this
+        LIST and Kopf's own first one, caught by `verify_provisional`.
+        """
+        assert self.kube is not None
+        pod_query = [("fieldSelector", ACTIVE_PODS_SELECTOR)]
+        pod_paths = [f"/api/v1/namespaces/{ns}/pods" for ns in self.options.namespaces] or ["/api/v1/pods"]
+        nodes_job = self.kube.list_objects("/api/v1/nodes")
+        profiles_job = self._list_profiles()
+        pods_jobs = [self.kube.list_objects(path, pod_query) for path in pod_paths]
+        (nodes, _), profiles, *pod_lists = await asyncio.gather(nodes_job, profiles_job, *pods_jobs)
+        for raw in nodes:
+            self._provisional("nodes", raw, "/api/v1/nodes/{name}")
+            self.observe_node(raw)
+        for raw in profiles:
+            self._provisional("profiles", raw, PROFILES_PATH + "/{name}")
+            self.observe_profile(raw)
+        if self.profiles.uses_metrics:
+            await self.poll_node_metrics()
+        for pods, _ in pod_lists:
+            for raw in pods:
+                self._provisional("pods", raw, "/api/v1/namespaces/{namespace}/pods/{name}")
+                self.observe_pod(raw)
+
+    def _provisional(self, kind: str, raw: Mapping[str, Any], path: str) -> None:
+        meta = raw.get("metadata") or {}
+        name, namespace = str(meta.get("name")), str(meta.get("namespace") or "default")
+        key = f"{namespace}/{name}" if kind == "pods" else name
+        if key not in self._from_kopf[kind]:
+            self.provisional[kind][key] = path.format(name=name, namespace=namespace)
+
+    async def verify_provisional(self, limit: int = 100) -> int:
+        """GET the objects only a resync has seen; a 404 is applied as a deletion.
+
+        Run while Kopf's own listing is over (few such objects left): an object that still exists
+        is bound to reach us through Kopf (its list or its watch), one that does not never would.
+        Returns how many are still unconfirmed.
+        """
+        assert self.kube is not None
+        pending = sum(len(keys) for keys in self.provisional.values())
+        if not pending or pending > limit:
+            return pending
+        for kind, keys in self.provisional.items():
+            for key, path in list(keys.items()):
+                try:
+                    reply = await self.kube.request("GET", path, retries=1)
+                except ApiError:
+                    continue
+                if key not in keys:
+                    continue  # Kopf confirmed it meanwhile
+                if reply.status == 404:
+                    del keys[key]
+                    name = key.rsplit("/", 1)[-1]
+                    namespace = key.split("/", 1)[0] if kind == "pods" else None
+                    gone = {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
+                    logger.info("%s %s is gone (deleted before Kopf's first listing)", kind[:-1], key)
+                    if kind == "pods":
+                        self.pod_deleted(gone)
+                    elif kind == "nodes":
+                        self.node_deleted(gone)
+                    else:
+                        self.profile_deleted(gone)
+                elif reply.ok:
+                    raw = reply.json()
+                    if kind == "pods":
+                        self.observe_pod(raw)
+                        if parse_pod(raw).terminal:  # terminal pods are outside Kopf's selection
+                            del keys[key]
+                    elif kind == "nodes":
+                        self.observe_node(raw)
+                    else:
+                        self.observe_profile(raw)
+        return sum(len(keys) for keys in self.provisional.values())
+
+    async def verify_provisional_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.verify_interval)
+            with contextlib.suppress(ApiError):
+                await self.verify_provisional()
+
+    async def _list_profiles(self) -> list[Any]:
+        assert self.kube is not None
+        try:
+            items, _ = await self.kube.list_objects(PROFILES_PATH)
+        except ApiError as error:
+            if error.status == 404:
+                logger.warning("the SchedulerProfile CRD is not installed (kubectl apply -f crds/)")
+                return []
+            raise
+        return items
+
+    async def coordinate(self) -> None:
+        """Resync, then let the loop run while leading; resync again at every new term."""
+        if self.leader is not None:
+            with contextlib.suppress(TimeoutError):  # let the first election attempt finish first
+                async with asyncio.timeout(self.options.retry_period):
+                    await self._term_changed.wait()
+        while True:
+            self._term_changed.clear()
+            term = self.term
+            delay = self.options.initial_backoff
+            while True:
+                try:
+                    await self.resync()
+                    break
+                except ApiError as error:
+                    logger.warning("resync failed, retrying in %.1fs: %s", delay, error)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self.options.max_backoff)
+            self.synced = True
+            if self.is_leader() and self.term == term:
+                for name in self.profiles.scheduler_names():
+                    self.enqueue_pending(name)
+                self.profiles.mark_all()
+                self.may_schedule.set()
+                logger.info("scheduling (%d nodes, %d pods pending)", self.cluster.node_count, len(self.queue))
+            await self._term_changed.wait()
+
+    # ----------------------------------------------------------------- background duties
+
+    async def write_profile_statuses(self) -> None:
+        """Write profile statuses when they change; only the leader writes."""
+        assert self.kube is not None
+        while True:
+            await self.profiles.changed.wait()
+            self.profiles.changed.clear()
+            if not self.is_leader() or not self.may_schedule.is_set():
+                continue
+            for name, status in self.profiles.status_updates():
+                try:
+                    reply = await self.kube.patch_profile_status(name, status.patch())
+                except ApiError as error:
+                    reply = None
+                    logger.warning("status of profile %s: %s", name, error)
+                if reply is not None and reply.ok:
+                    self.profiles.mark_written(name, status)
+                elif reply is None or reply.status != 404:
+                    self.metrics.api_errors.inc(call="patch_profile_status")
+                    self.profiles.dirty.add(name)
+                    asyncio.get_running_loop().call_later(self.options.initial_backoff, self.profiles.changed.set)
+
+    async def poll_node_metrics(self) -> None:
+        """One poll of metrics.k8s.io NodeMetrics into the cluster (404: no metrics API, tolerated)."""
+        assert self.kube is not None
+        try:
+            items = await self.kube.list_node_metrics()
+        except ApiError as error:
+            logger.warning("NodeMetrics: %s", error)
+            return
+        self.metrics_api = items is not None
+        usage: dict[str, dict[str, int]] = {}
+        for raw in items or ():
+            try:
+                name, values = parse_node_metrics(raw)
+            except ObjectError:
+                continue
+            usage[name] = values
+        for name in self._metrics_usage.keys() | usage.keys():
+            if self._metrics_usage.get(name) != usage.get(name):
+                self.cluster.set_node_metrics(name, usage.get(name))
+        self._metrics_usage = usage
+        self.profiles.mark_all()  # a NodeUtilization warning may come or go
+
+    async def poll_node_metrics_forever(self) -> None:
+        while True:
+            if self.profiles.uses_metrics:
+                await self.poll_node_metrics()
+            self._metrics_wanted.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.options.metrics_poll_interval):
+                    await self._metrics_wanted.wait()
+
+    async def ping_forever(self) -> None:
+        """Keep `last_answer` fresh while idle, so /healthz can tell a dead API server."""
+        assert self.kube is not None
+        while True:
+            last = self.kube.last_answer
+            if last is None or time.monotonic() - last >= self.options.health_ping_interval:
+                await self.kube.ping()
+            await asyncio.sleep(self.options.health_ping_interval)
+
+    # ----------------------------------------------------------------- health
+
+    def health(self) -> tuple[bool, str]:
+        """(healthy, reason) for /healthz."""
+        for name, task in self.tasks.items():
+            if task.done():
+                error = None if task.cancelled() else task.exception()
+                return False, f"{name} stopped: {error!r}"
+        if not self.kopf_ready:
+            return False, "starting"
+        if self.insights is not None:
+            watched = {resource.plural for resource in getattr(self.insights, "watched_resources", ())}
+            missing = {"pods", "nodes", "schedulerprofiles"} - watched
+            if missing:
+                return False, "not watching " + ", ".join(sorted(missing))
+        if not self.synced:
+            return False, "initial sync not done"
+        if self.kube is not None:
+            last = self.kube.last_answer
+            if last is None or time.monotonic() - last > self.options.health_window:
+                return False, f"API server not answering: {self.kube.last_failure or 'no answer yet'}"
+        return True, "ok"

@@ -1,0 +1,315 @@
+"""Shared builders and fakes for the controller tests (imported as `tests.controller.helpers`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from placer.controller.kube import ApiError, BindOutcome, BindResult, Reply
+from placer.controller.main import operate
+from placer.controller.options import Options
+from placer.controller.state import SchedulerState
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+_uids = itertools.count(1)
+_rvs = itertools.count(100)
+
+
+# ----------------------------------------------------------------- object builders
+
+
+def node(
+    name: str,
+    cpu: str = "4",
+    memory: str = "16Gi",
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: list[dict[str, Any]] | None = None,
+    ready: bool = True,
+    pods: str = "110",
+) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": pods}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-node-{name}", "labels": {"kubernetes.io/hostname": name,
+                                                                         **(labels or {})}},
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(
+    name: str,
+    namespace: str = "default",
+    *,
+    cpu: str = "100m",
+    memory: str = "128Mi",
+    scheduler: str = "placer",
+    node_name: str | None = None,
+    uid: str | None = None,
+    rv: int | None = None,
+    phase: str = "Pending",
+    labels: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+    created: str = "2025-01-01T00:00:00Z",
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": str(rv if rv is not None else next(_rvs)),
+            "creationTimestamp": created,
+            "labels": dict(labels or {}),
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu,
+                                                                                       "memory": memory}}}],
+            **(spec or {}),
+        },
+        "status": {"phase": phase},
+    }
+    if node_name:
+        body["spec"]["nodeName"] = node_name
+    return body
+
+
+def profile(
+    name: str,
+    scheduler: str = "placer",
+    *,
+    generation: int = 1,
+    created: str = "2025-01-01T00:00:00Z",
+    uid: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "placer.dev/v1alpha1",
+        "kind": "SchedulerProfile",
+        "metadata": {"name": name, "uid": uid or f"uid-profile-{name}", "generation": generation,
+                     "creationTimestamp": created},
+        "spec": {"schedulerName": scheduler, **spec},
+    }
+
+
+# ----------------------------------------------------------------- fakes
+
+
+class FakeKube:
+    """Records every call; `bind_result` decides binds (a callable may await to hold them)."""
+
+    def __init__(self) -> None:
+        self.binds: list[tuple[str, str]] = []
+        self.events: list[dict[str, Any]] = []
+        self.event_patches: list[tuple[str, dict[str, Any]]] = []
+        self.conditions: list[tuple[str, dict[str, Any]]] = []
+        self.profile_statuses: list[tuple[str, dict[str, Any]]] = []
+        self.bind_result: Callable[[str, str], Awaitable[BindOutcome] | BindOutcome] = (
+            lambda key, node: BindOutcome(BindResult.BOUND)
+        )
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.status = 201
+        self.condition_status = 200
+        self.last_answer = None
+        self.last_failure = None
+        self.lists: dict[str, list[dict[str, Any]]] = {}  # path -> items, for list_objects
+        self.objects: dict[str, dict[str, Any]] = {}  # path -> object, for GET (else 404)
+        self.gets: list[str] = []
+
+    async def list_objects(self, path: str, query: Any = ()) -> tuple[list[dict[str, Any]], str]:
+        return [json.loads(json.dumps(item)) for item in self.lists.get(path, [])], "1000"
+
+    async def request(self, method: str, path: str, **_: Any) -> Reply:
+        self.gets.append(path)
+        found = self.objects.get(path)
+        return Reply(200, json.dumps(found).encode()) if found is not None else Reply(404, b"{}")
+
+    async def list_node_metrics(self) -> list[Any] | None:
+        return None
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
+        key = f"{namespace}/{name}"
+        self.binds.append((key, node))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            result = self.bind_result(key, node)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result  # type: ignore[return-value]
+        finally:
+            self.in_flight -= 1
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> Reply:
+        self.events.append(dict(event))
+        return Reply(self.status, b"{}")
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Reply:
+        self.event_patches.append((name, dict(patch)))
+        return Reply(200, b"{}")
+
+    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Reply:
+        self.conditions.append((f"{namespace}/{name}", dict(patch)))
+        return Reply(self.condition_status, b"{}")
+
+    async def patch_profile_status(self, name: str, patch: Mapping[str, Any]) -> Reply:
+        self.profile_statuses.append((name, dict(patch)))
+        return Reply(200, b"{}")
+
+
+class FakeLeaseStore:
+    """An in-memory Lease API with resourceVersions and 409s, like the API server's."""
+
+    def __init__(self) -> None:
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        self.rv = itertools.count(1)
+        self.fail: ApiError | None = None  # raise this on every call while set
+        self.calls = 0
+
+    def _check(self) -> None:
+        self.calls += 1
+        if self.fail is not None:
+            raise self.fail
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._check()
+        lease = self.leases.get((namespace, name))
+        return json.loads(json.dumps(lease)) if lease is not None else None
+
+    async def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        self._check()
+        key = (namespace, lease["metadata"]["name"])
+        if key in self.leases:
+            raise ApiError(409, "already exists")
+        stored = json.loads(json.dumps(lease))
+        stored["metadata"]["resourceVersion"] = str(next(self.rv))
+        self.leases[key] = stored
+        return json.loads(json.dumps(stored))
+
+    async def update_lease(self, namespace: str, name: str, lease: dict[str, Any]) -> dict[str, Any]:
+        self._check()
+        current = self.leases.get((namespace, name))
+        if current is None:
+            raise ApiError(404, "not found")
+        if lease["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, "the object has been modified")
+        stored = json.loads(json.dumps(lease))
+        stored["metadata"]["resourceVersion"] = str(next(self.rv))
+        self.leases[(namespace, name)] = stored
+        return json.loads(json.dumps(stored))
+
+    def holder(self, namespace: str = "ns", name: str = "placer") -> str:
+        lease = self.leases.get((namespace, name))
+        return "" if lease is None else str(lease["spec"].get("holderIdentity") or "")
+
+
+def unit_state(kube: Any = None, **overrides: Any) -> SchedulerState:
+    """A state with a fake client and no leader election, for driving the engine by hand."""
+    options = Options(leader_elect=False, metrics_port=0, identity="test", lease_namespace="ns", **overrides)
+    return SchedulerState(options, kube if kube is not None else FakeKube())
+
+
+async def until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01) -> Any:
+    """Poll until `predicate()` is truthy; TimeoutError after `timeout` seconds."""
+    async with asyncio.timeout(timeout):
+        while True:
+            result = predicate()
+            if result:
+                return result
+            await asyncio.sleep(interval)
+
+
+# ----------------------------------------------------------------- a real operator in a thread
+
+
+class OperatorThread:
+    """`operate()` in its own thread and event loop.
+
+    Kopf cancels every task created in its loop after it started when it exits, so operators
+    sharing the test's loop would cancel each other (and the emulator's connections).
+    """
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.stop_flag = threading.Event()
+        self.ready = threading.Event()
+        self.state: SchedulerState | None = None
+        self.error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.thread = threading.Thread(target=self._main, name=f"operator-{options.identity}", daemon=True)
+
+    def _main(self) -> None:
+        async def runner() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()  # type: ignore[assignment]
+            await operate(self.options, stop_flag=self.stop_flag, ready_flag=self.ready, on_state=self._keep)
+
+        try:
+            asyncio.run(runner())
+        except BaseException as error:
+            self.error = error
+
+    def _keep(self, state: SchedulerState) -> None:
+        self.state = state
+
+    async def start(self, timeout: float = 10.0) -> OperatorThread:
+        self.thread.start()
+        await asyncio.to_thread(self.ready.wait, timeout)
+        if not self.ready.is_set():
+            raise TimeoutError(f"operator {self.options.identity} did not start: {self.error!r}")
+        return self
+
+    async def stop(self, timeout: float = 15.0) -> None:
+        """Graceful: Kopf's stop flag (the Lease is released if `release_on_exit`)."""
+        self.stop_flag.set()
+        await asyncio.to_thread(self.thread.join, timeout)
+        assert not self.thread.is_alive(), f"operator {self.options.identity} did not stop"
+
+    async def kill(self, timeout: float = 15.0) -> None:
+        """Cancel the operator's task from outside, as an abrupt end (no graceful shutdown)."""
+        if self._loop is not None and self._task is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._task.cancel)
+        await asyncio.sleep(0.2)
+        # Kopf waits for a threading.Event stop flag in an executor thread, which asyncio.run()
+        # joins on exit: release it, or the thread never ends.
+        self.stop_flag.set()
+        await asyncio.to_thread(self.thread.join, timeout)
+        assert not self.thread.is_alive(), f"operator {self.options.identity} did not stop"
+
+
+def operator_options(kubeconfig: Path, identity: str = "op-a", **overrides: Any) -> Options:
+    """Options for an integration test: short timeouts, no metrics server, no leader election."""
+    values: dict[str, Any] = {
+        "kubeconfig": str(kubeconfig),
+        "metrics_port": 0,
+        "leader_elect": False,
+        "identity": identity,
+        "lease_namespace": "placer-system",
+        "api_retries": 3,
+        "api_max_backoff": 0.2,
+        "report_workers": 4,
+        "watch_server_timeout": 60,
+        "health_ping_interval": 1.0,
+        "verify_interval": 0.5,
+    }
+    values.update(overrides)
+    return Options(**values)

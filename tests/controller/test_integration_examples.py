@@ -1,0 +1,159 @@
+"""Each example profile end to end: the sample cluster in the emulator, the real operator over HTTP.
+
+The operator must place every pending pod of the profile exactly where `placer simulate` places it
+on the very objects the server holds (same engine, same queue order; simulate's algorithm is
+replayed here without its YAML parsing, which alone would take a second per test), bind each
+once, never overcommit a node, and report as API.md §3 says.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from placer.engine.cluster import ClusterState
+from placer.engine.objects import parse_node, parse_node_metrics, parse_pod
+from placer.engine.profile import compile_profile
+from placer.engine.queue import queue_order
+from placer.engine.runtime import Decision, Scheduler
+
+from tests.controller.helpers import EXAMPLES, OperatorThread, operator_options, until
+from tests.kubeemu import KubeEmulator
+
+# every example on its own, and all.yaml: all of them at once, sharing one queue and one cluster
+PROFILE_FILES = sorted((EXAMPLES / "profiles").glob("*.yaml"))
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
+def sample_objects() -> tuple[tuple[str, str], ...]:
+    """(resource, JSON body) for every object of examples/cluster.yaml, parsed once per session."""
+    objects: list[tuple[str, str]] = []
+    for document in yaml.load_all((EXAMPLES / "cluster.yaml").read_text(), Loader=LOADER):
+        for item in (document or {}).get("items") or ([document] if document else []):
+            resource = {"Node": "nodes", "Pod": "pods", "NodeMetrics": "metrics.k8s.io/v1beta1/nodes"}[item["kind"]]
+            body = {k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
+            body["metadata"] = {k: v for k, v in body["metadata"].items()
+                                if k not in ("uid", "resourceVersion", "creationTimestamp")}
+            objects.append((resource, json.dumps(body)))
+    return tuple(objects)
+
+
+def load_sample_cluster(emu: KubeEmulator) -> None:
+    """examples/cluster.yaml into the emulator: nodes, pods (bound, completed, pending), NodeMetrics."""
+    for resource, body in sample_objects():
+        emu.create(resource, json.loads(body))
+
+
+def expected_decisions(emu: KubeEmulator, specs: list[dict[str, Any]]) -> dict[str, Decision]:
+    """What `placer simulate` decides on exactly what the server holds (its algorithm, without YAML)."""
+    cluster = ClusterState()
+    for raw in emu.list("nodes"):
+        cluster.upsert_node(parse_node(raw))
+    for raw in emu.list("metrics.k8s.io/v1beta1/nodes"):
+        cluster.set_node_metrics(*parse_node_metrics(raw))
+    pending = []
+    for raw in emu.list("pods"):
+        pod = parse_pod(raw)
+        if pod.node_name:
+            cluster.add_pod(pod)
+        elif not pod.terminal:
+            pending.append(pod)
+    profiles = {spec["schedulerName"]: compile_profile(f"example-{i}", spec) for i, spec in enumerate(specs)}
+    scheduler = Scheduler()
+    decisions = {}
+    for pod in sorted((p for p in pending if p.scheduler_name in profiles), key=queue_order):
+        decision = scheduler.schedule(pod, profiles[pod.scheduler_name], cluster)
+        if decision.node is not None:
+            cluster.assume(pod, decision.node)
+        decisions[pod.key] = decision
+    return decisions
+
+
+def events_by_pod(emu: KubeEmulator) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for event in emu.list("events.k8s.io/v1/events"):
+        regarding = event.get("regarding") or {}
+        found.setdefault(f"{regarding.get('namespace')}/{regarding.get('name')}", []).append(event)
+    return found
+
+
+def condition(emu: KubeEmulator, key: str) -> dict[str, Any] | None:
+    namespace, name = key.split("/")
+    pod = emu.get("pods", name, namespace) or {}
+    for item in (pod.get("status") or {}).get("conditions") or []:
+        if item.get("type") == "PodScheduled":
+            return item
+    return None
+
+
+@pytest.mark.parametrize("profile_file", PROFILE_FILES, ids=[p.stem for p in PROFILE_FILES])
+async def test_example_profile_end_to_end(kube_emulator: KubeEmulator, tmp_path: Path, profile_file: Path) -> None:
+    emu = kube_emulator
+    load_sample_cluster(emu)
+    documents = [d for d in yaml.safe_load_all(profile_file.read_text()) if d]
+    for document in documents:
+        emu.create("sp", {k: v for k, v in document.items() if k not in ("apiVersion", "kind")})
+    expected = expected_decisions(emu, [document["spec"] for document in documents])
+    scheduler_of = {parse_pod(p).key: p["spec"]["schedulerName"] for p in emu.list("pods")}
+    assert expected, "the sample cluster has pending pods for every example profile"
+    others_before = {p["metadata"]["name"] for p in emu.list("pods") if not p["spec"].get("nodeName")}
+
+    operator = await OperatorThread(operator_options(emu.write_kubeconfig(tmp_path / "kc"))).start()
+    try:
+        def settled() -> bool:
+            reported = events_by_pod(emu)
+            for key, decision in expected.items():
+                namespace, name = key.split("/")
+                pod = emu.get("pods", name, namespace)
+                if decision.node is not None and pod["spec"].get("nodeName") != decision.node:
+                    return False
+                if not reported.get(key):
+                    return False
+                if decision.node is None and condition(emu, key) is None:
+                    return False
+            return True
+
+        await until(settled, timeout=20, interval=0.2)
+    finally:
+        await operator.stop()
+
+    assert emu.audit_capacity() == [] and emu.double_bindings() == []
+    bound = Counter(record.key for record in emu.bindings)
+    reported = events_by_pod(emu)
+    for key, decision in expected.items():
+        namespace, name = key.split("/")
+        pod = emu.get("pods", name, namespace)
+        events = reported[key]
+        assert all(e["reportingController"] == "placer.dev/scheduler" for e in events)
+        assert all(e["reportingInstance"] == f"{scheduler_of[key]}-op-a" for e in events)
+        if decision.node is not None:
+            assert pod["spec"]["nodeName"] == decision.node and bound[key] == 1, key
+            assert [(e["reason"], e["type"], e["note"]) for e in events] == [
+                ("Scheduled", "Normal", f"Successfully assigned {key} to {decision.node}")]
+        else:
+            assert not pod["spec"].get("nodeName") and bound[key] == 0, key
+            failed = [e for e in events if e["reason"] == "FailedScheduling"]
+            assert len(failed) == 1 and failed[0]["type"] == "Warning" and failed[0]["note"] == decision.message
+            cond = condition(emu, key)
+            assert cond is not None
+            assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", decision.message)
+    # pods of other schedulers are not ours: untouched
+    untouched = others_before - {key.split("/")[1] for key in expected}
+    for pod in emu.list("pods"):
+        if pod["metadata"]["name"] in untouched:
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            assert not pod["spec"].get("nodeName") and key not in reported
+    for document in documents:
+        status = emu.get("sp", document["metadata"]["name"])["status"]
+        [ready] = status["conditions"]
+        assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Loaded")
+        assert status["observedGeneration"] == ready["observedGeneration"] == 1
+    # Kopf wrote nothing to any pod: only bindings and pods/status
+    writes = [r for r in emu.requests if r.method in ("PATCH", "PUT") and "/pods/" in r.path]
+    assert all(r.path.endswith("/status") for r in writes)
