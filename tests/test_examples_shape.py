@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+from placer.engine import profile as profile_defaults
+from placer.plugins import FILTER_NAMES, SCORE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -31,35 +33,9 @@ EXPECTED_PROFILES = {
     "spread-tenants": "tenant-spread-scheduler",
     "avoid-busy": "avoid-busy-scheduler",
 }
-FILTERS = {
-    "NodeUnschedulable",
-    "NodeReady",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeResourcesFit",
-    "NodeLabel",
-    "NodeUtilization",
-}
-SCORES = {
-    "TaintToleration",
-    "NodeAffinity",
-    "NodeResourcesFit",
-    "NodeResourcesBalancedAllocation",
-    "ImageLocality",
-    "NodeLabel",
-    "PreferNode",
-    "SpreadByLabel",
-    "NodeUtilization",
-}
-DEFAULT_FILTERS = [
-    "NodeUnschedulable",
-    "NodeReady",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeResourcesFit",
-]
+FILTERS = FILTER_NAMES
+SCORES = SCORE_NAMES
+DEFAULT_FILTERS = [f["name"] for f in profile_defaults.DEFAULT_FILTERS]
 ZONES = {"zone-a", "zone-b", "zone-c"}
 TENANTS = {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
 

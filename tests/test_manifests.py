@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from placer.plugins import FILTER_NAMES, SCORE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "manifests" / "chart" / "placer"
@@ -73,27 +74,8 @@ NAMESPACE_RULES = {
     ("ClusterRole", "", "namespaces", "watch", ""),
 }
 
-FILTERS = {
-    "NodeUnschedulable",
-    "NodeReady",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeResourcesFit",
-    "NodeLabel",
-    "NodeUtilization",
-}
-SCORES = {
-    "TaintToleration",
-    "NodeAffinity",
-    "NodeResourcesFit",
-    "NodeResourcesBalancedAllocation",
-    "ImageLocality",
-    "NodeLabel",
-    "PreferNode",
-    "SpreadByLabel",
-    "NodeUtilization",
-}
+FILTERS = FILTER_NAMES
+SCORES = SCORE_NAMES
 
 # The example of API.md §1 (its elided lastTransitionTime filled in).
 API_EXAMPLE = """

@@ -7,7 +7,7 @@ test and add one line to `REGISTRY`.
 
 from __future__ import annotations
 
-from placer.engine.framework import Plugin
+from placer.engine.framework import FilterPlugin, Plugin, ScorePlugin
 from placer.plugins.image_locality import ImageLocality
 from placer.plugins.node_affinity import NodeAffinity
 from placer.plugins.node_label import NodeLabel
@@ -39,4 +39,7 @@ REGISTRY: dict[str, type[Plugin]] = {
     )
 }
 
-__all__ = ["REGISTRY"]
+FILTER_NAMES: frozenset[str] = frozenset(name for name, cls in REGISTRY.items() if issubclass(cls, FilterPlugin))
+SCORE_NAMES: frozenset[str] = frozenset(name for name, cls in REGISTRY.items() if issubclass(cls, ScorePlugin))
+
+__all__ = ["FILTER_NAMES", "REGISTRY", "SCORE_NAMES"]
