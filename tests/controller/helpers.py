@@ -7,7 +7,8 @@ import contextlib
 import itertools
 import json
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +297,28 @@ class OperatorThread:
         assert not self.thread.is_alive(), f"operator {self.options.identity} did not stop"
 
 
+async def crash(operator: OperatorThread, timeout: float = 15.0) -> None:
+    """As abrupt as it gets in-process: the scheduling loop, every bind in flight and the leader
+    election are cancelled at once (nothing more is decided or sent, the Lease is not renewed),
+    then the operator is cancelled as `kill()` does. Run it with `release_on_exit=False`: nothing
+    is cleaned up. Binds already on the wire may still land, their answers lost, as when a process
+    is killed."""
+    loop = operator._loop
+    assert loop is not None
+
+    def cancel_work() -> None:
+        for task in asyncio.all_tasks(loop):
+            qualname = getattr(task.get_coro(), "__qualname__", "")
+            if task.get_name() in ("placer: scheduling loop", "placer: leader election") or qualname.endswith(
+                "SchedulingLoop._bind"
+            ):
+                task.cancel()
+
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(cancel_work)
+    await operator.kill(timeout)
+
+
 def operator_options(kubeconfig: Path, identity: str = "op-a", **overrides: Any) -> Options:
     """Options for an integration test: short timeouts, no metrics server, no leader election."""
     values: dict[str, Any] = {
@@ -310,6 +333,91 @@ def operator_options(kubeconfig: Path, identity: str = "op-a", **overrides: Any)
         "watch_server_timeout": 60,
         "health_ping_interval": 1.0,
         "verify_interval": 0.5,
+        "relist_settle": 0.2,
+        "watch_backoff": 0.1,
+        "watch_max_backoff": 0.5,
     }
     values.update(overrides)
     return Options(**values)
+
+
+# ----------------------------------------------------------------- what the emulator ends up holding
+
+
+def bound_node(emu: Any, name: str, namespace: str = "default") -> str | None:
+    """The node a pod in the emulator is bound to (None: unbound or gone)."""
+    found = emu.get("pods", name, namespace)
+    return None if found is None else (found.get("spec") or {}).get("nodeName")
+
+
+def events_about(emu: Any, name: str, reason: str | None = None) -> list[dict[str, Any]]:
+    """events.k8s.io/v1 Events regarding a pod (by name), optionally of one reason."""
+    return [e for e in emu.list("events.k8s.io/v1/events")
+            if (e.get("regarding") or {}).get("name") == name and (reason is None or e.get("reason") == reason)]
+
+
+def assert_sound(emu: Any, pods: Iterable[str] = (), namespace: str = "default") -> None:
+    """Nothing bound twice, no node over its allocatable, and each of `pods` bound exactly once."""
+    assert emu.double_bindings() == [], f"bound more than once: {emu.double_bindings()}"
+    assert emu.audit_capacity() == [], f"over allocatable: {emu.audit_capacity()}"
+    counts = Counter(record.key for record in emu.bindings)
+    unbound = [name for name in pods if not bound_node(emu, name, namespace)]
+    assert not unbound, f"never bound: {unbound}"
+    wrong = {name: counts[f"{namespace}/{name}"] for name in pods if counts[f"{namespace}/{name}"] != 1}
+    assert not wrong, f"bindings per pod (must be 1): {wrong}"
+
+
+class SlowBindReplies:
+    """Make the emulator answer a binding only `delay` seconds *after* it landed.
+
+    A fault's `delay` sleeps before serving, so a client that gives up meanwhile cancels the
+    request and nothing is bound; this plays the other case: the server bound the pod, and the
+    answer is lost (the client timed out, or died). `only` limits it to some pod names, `times`
+    to that many replies; `before` runs just before such a bind lands (e.g. to hold the watch back).
+    """
+
+    def __init__(
+        self,
+        emu: Any,
+        delay: float,
+        *,
+        only: Iterable[str] | None = None,
+        times: int | None = None,
+        before: Callable[[], None] | None = None,
+    ) -> None:
+        self.emu = emu
+        self.delay = delay
+        self.only = set(only) if only is not None else None
+        self.times = times
+        self.before = before
+        self.landed: list[str] = []  # pods whose bind landed and whose reply was held back
+        server = emu.server
+        self._original = server._resource
+
+        async def resource(request: Any, route: Any) -> Any:
+            name = route.name or ""
+            slow = (request.method == "POST" and route.sub == "binding" and (self.only is None or name in self.only)
+                    and (self.times is None or self.times > 0))
+            if slow and self.before is not None:
+                self.before()
+            response = await self._original(request, route)
+            if slow and response.status == 201:
+                if self.times is not None:
+                    self.times -= 1
+                self.landed.append(name)
+                await asyncio.sleep(self.delay)
+            return response
+
+        server._resource = resource
+
+    def restore(self) -> None:
+        self.emu.server._resource = self._original
+
+
+WATCHED_PATHS = ("/api/v1/pods", "/api/v1/nodes", "/apis/placer.dev/v1alpha1/schedulerprofiles")
+
+
+def watching(emu: Any, paths: Iterable[str] = WATCHED_PATHS) -> bool:
+    """Whether a watch stream is open on each of `paths` (an operator past its initial listing)."""
+    open_paths = {r.path for r in emu.requests if r.is_watch and r.duration is None and r.status == 200}
+    return all(path in open_paths for path in paths)

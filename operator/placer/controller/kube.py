@@ -94,6 +94,7 @@ class BindResult(enum.Enum):
 class BindOutcome:
     result: BindResult
     message: str = ""
+    answered: bool = True  # False: the last attempt got no HTTP answer at all (server unreachable)
 
 
 async def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
@@ -268,8 +269,8 @@ class KubeClient:
         }
         try:
             reply = await self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body)
-        except ApiError as error:
-            return BindOutcome(BindResult.FAILED, error.message)
+        except ApiError as error:  # only raised when no HTTP answer came
+            return BindOutcome(BindResult.FAILED, error.message, answered=False)
         if reply.ok:
             return BindOutcome(BindResult.BOUND)
         message = reply.message()

@@ -6,7 +6,9 @@ cycle), run the vectorised engine, and on a decision count the pod on its node (
 `max_binds_in_flight` at a time (the loop waits for a free slot before deciding, so decisions
 are made on the freshest state). A bound pod stays assumed until its watch event confirms it; a
 failed bind is forgotten and requeued with backoff, or dropped on 409 (someone else bound it, or
-it is being deleted) and 404 (gone). Only the leader runs the loop, and every bind checks the
+it is being deleted) and 404 (gone). A bind that got no answer at all pauses the loop until the
+API server answers again (`SchedulerState.probe_api_forever`), so an outage costs a ping with
+backoff, not a bind per pending pod. Only the leader runs the loop, and every bind checks the
 leadership again right before it is sent.
 """
 
@@ -48,6 +50,9 @@ class SchedulingLoop:
                 continue
             if not state.is_leader():  # lost by the clock; the elector is about to say so
                 await asyncio.sleep(0.05)
+                continue
+            if not state.api_up.is_set():  # the API server does not answer: no bind could land
+                await state.api_up.wait()
                 continue
             await self._slots.acquire()
             state.wakeup.clear()
@@ -145,6 +150,8 @@ class SchedulingLoop:
         if not state.is_leader():
             state.queue.retry_now(key)
             return
+        if not outcome.answered:
+            state.api_unreachable(outcome.message)
         state.queue.backoff(key)
         state.wakeup.set()
         logger.warning("bind of %s to %s failed: %s", key, node, outcome.message)

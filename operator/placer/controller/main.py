@@ -149,6 +149,8 @@ async def operate(
             "node metrics poller": state.poll_node_metrics_forever(),
             "api pinger": state.ping_forever(),
             "resync verifier": state.verify_provisional_forever(),
+            "relist reconciler": state.reconcile_forever(),
+            "api prober": state.probe_api_forever(),
         }
         if state.leader is not None:
             jobs["leader election"] = state.leader.run()

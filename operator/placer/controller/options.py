@@ -63,6 +63,8 @@ class Options:
 
     # how often objects seen only by a resync LIST (not yet by Kopf) are checked for deletion
     verify_interval: float = 5.0
+    # after Kopf re-lists a kind (its watch expired), wait this long, then resync and prune
+    relist_settle: float = 1.0
 
     # NodeMetrics for NodeUtilization, polled only while an active profile uses it
     metrics_poll_interval: float = 15.0
@@ -79,3 +81,8 @@ class Options:
     # Kopf's watch streams
     watch_server_timeout: int = 300
     watch_connect_timeout: float = 10.0
+    # Kopf's list/watch requests that fail (5xx, 429, 403, no answer) are retried forever, the
+    # delay doubling from `watch_backoff` up to `watch_max_backoff` (Kopf's own default gives up
+    # after 8 retries, ~54 s, and the operator then exits)
+    watch_backoff: float = 1.0
+    watch_max_backoff: float = 16.0

@@ -14,11 +14,17 @@
   on.event handlers never write it (`process_watching_cause` stores no progress, and a handler
   returning None stores no result), so no PATCH ever reaches a pod from Kopf.
 - `queueing.worker_limit` stays unset (one worker per object, as many as needed).
+- `networking.error_backoffs` never runs out (`EndlessBackoff`): Kopf retries a failed list or
+  watch request (5xx, 429, 403, connection errors, timeouts) with these delays, and once they are
+  exhausted (Kopf's default: 8 retries, ~54 s) it re-raises, which ends that resource's watcher
+  and with it the whole operator: an API server down for a minute would crash every replica
+  (restarted by the kubelet with a growing CrashLoopBackOff delay). With an endless sequence the
+  watchers keep retrying, at most every `watch_max_backoff` seconds, and resume on their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import kopf
@@ -26,7 +32,25 @@ import kopf
 from placer.controller.options import Options
 from placer.controller.state import ACTIVE_PODS_SELECTOR
 
-__all__ = ["NoDiffBase", "configure_settings"]
+__all__ = ["EndlessBackoff", "NoDiffBase", "configure_settings"]
+
+
+class EndlessBackoff:
+    """Delays doubling from `initial` to `maximum`, then `maximum` forever; a fresh run per request.
+
+    Not `Sized`, so Kopf counts no attempts and never gives up; iterable again and again, so each
+    request starts from `initial`.
+    """
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+
+    def __iter__(self) -> Iterator[float]:
+        delay = self.initial
+        while True:
+            yield delay
+            delay = min(delay * 2, self.maximum)
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -52,3 +76,4 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
     settings.watching.connect_timeout = options.watch_connect_timeout
     settings.networking.connect_timeout = options.watch_connect_timeout
     settings.networking.request_timeout = max(options.api_timeout, 60.0)
+    settings.networking.error_backoffs = EndlessBackoff(options.watch_backoff, options.watch_max_backoff)

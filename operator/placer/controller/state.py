@@ -11,6 +11,15 @@ Pods, as kube-scheduler's cache sees them:
   never queued again, so it is never bound twice;
 - stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
   resync LIST and Kopf's own listing may race) are ignored.
+
+Deletions no event will ever tell: when a watch resumes from a resourceVersion the server has
+compacted (410 Expired), Kopf lists again and replays what exists, but objects deleted in the gap
+get no DELETED event. A listing event (type None) for an object Kopf already showed, after watch
+events of that kind, or a while after the previous listing event of that kind, means Kopf is
+re-listing; a resync with pruning follows (`relisted`). (A re-listing that finds no object at
+all cannot be told; the next resync prunes then.)
+Every resync prunes what its LIST proves gone (absent, and last seen at or before the LIST's
+resourceVersion).
 """
 
 from __future__ import annotations
@@ -42,11 +51,20 @@ logger = logging.getLogger("placer.state")
 ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
 KINDS = ("pods", "nodes", "profiles")
+# Kopf delivers a listing in one burst; a listing event this long after the previous one of its
+# kind starts a new listing
+RELIST_GAP = 1.0
 
 
 def _older(new: str, old: str) -> bool:
     """Whether resourceVersion `new` is older than `old` (only when both are numbers, as in etcd)."""
     return new.isdigit() and old.isdigit() and int(new) < int(old)
+
+
+def _gone(version: str, list_version: str) -> bool:
+    """Whether an object last seen at `version` and absent from a LIST taken at `list_version` is gone
+    (only when both are numbers: an opaque resourceVersion proves nothing)."""
+    return version.isdigit() and list_version.isdigit() and int(version) <= int(list_version)
 
 
 def _accounting_differs(a: PodInfo, b: PodInfo) -> bool:
@@ -94,6 +112,11 @@ class SchedulerState:
         self._pending_name: dict[str, str] = {}
         self._gated: set[str] = set()  # pending pods with spec.schedulingGates: not scheduled yet
         self.wakeup = asyncio.Event()  # something may be schedulable: the loop looks again
+        # Cleared when a bind got no answer at all: the loop stops deciding (no bind per pending
+        # pod against a dead server) until `probe_api_forever` hears the server again.
+        self.api_up = asyncio.Event()
+        self.api_up.set()
+        self._api_down = asyncio.Event()
         self.may_schedule = asyncio.Event()  # leader and resynced: the loop runs
         self.synced = False
         self.kopf_ready = False
@@ -109,6 +132,16 @@ class SchedulerState:
         # these are checked with a GET until Kopf confirms them (see `verify_provisional`).
         self._from_kopf: dict[str, set[str]] = {kind: set() for kind in KINDS}
         self.provisional: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        # Whether Kopf's stream of a kind is past its listing (a watch event came), and when its
+        # last listing event came, for telling a re-listing; `relisted` asks `reconcile_forever`
+        # for a pruning resync.
+        self._streaming: dict[str, bool] = {kind: False for kind in KINDS}
+        self._listed_at: dict[str, float] = {}
+        self._clock = clock
+        self.relisted = asyncio.Event()
+        self.resyncs = 0
+        # last seen resourceVersions of nodes and profiles (pods carry theirs), for pruning
+        self._versions: dict[str, dict[str, str]] = {"nodes": {}, "profiles": {}}
 
     # ----------------------------------------------------------------- leadership
 
@@ -128,9 +161,22 @@ class SchedulerState:
 
     # ----------------------------------------------------------------- Kopf's events
 
-    def _kopf(self, kind: str, key: str, deleted: bool) -> None:
+    def _kopf(self, kind: str, key: str, event_type: str | None) -> None:
         self.provisional[kind].pop(key, None)
-        if deleted:
+        if event_type is None:  # a listing: Kopf's first, or a re-listing after 410 Expired
+            now = self._clock()
+            previous = self._listed_at.get(kind)
+            self._listed_at[kind] = now
+            if key in self._from_kopf[kind] or self._streaming[kind] or (
+                previous is not None and now - previous > RELIST_GAP
+            ):
+                if not self.relisted.is_set():
+                    logger.info("the %s watch is listing again: deletions it missed will be pruned", kind[:-1])
+                self._streaming[kind] = False
+                self.relisted.set()
+        else:
+            self._streaming[kind] = True
+        if event_type == "DELETED":
             self._from_kopf[kind].discard(key)
         else:
             self._from_kopf[kind].add(key)
@@ -138,7 +184,7 @@ class SchedulerState:
     def pod_event(self, event: Mapping[str, Any]) -> None:
         raw = event["object"]
         deleted = event["type"] == "DELETED"
-        self._kopf("pods", pod_key(raw), deleted)
+        self._kopf("pods", pod_key(raw), event["type"])
         if deleted:
             self.pod_deleted(raw)
         else:
@@ -147,7 +193,7 @@ class SchedulerState:
     def node_event(self, event: Mapping[str, Any]) -> None:
         raw = event["object"]
         deleted = event["type"] == "DELETED"
-        self._kopf("nodes", str((raw.get("metadata") or {}).get("name")), deleted)
+        self._kopf("nodes", str((raw.get("metadata") or {}).get("name")), event["type"])
         if deleted:
             self.node_deleted(raw)
         else:
@@ -156,7 +202,7 @@ class SchedulerState:
     def profile_event(self, event: Mapping[str, Any]) -> None:
         raw = event["object"]
         deleted = event["type"] == "DELETED"
-        self._kopf("profiles", str((raw.get("metadata") or {}).get("name")), deleted)
+        self._kopf("profiles", str((raw.get("metadata") or {}).get("name")), event["type"])
         if deleted:
             self.profile_deleted(raw)
         else:
@@ -279,7 +325,13 @@ class SchedulerState:
 
     # ----------------------------------------------------------------- nodes
 
+    def _seen_version(self, kind: str, raw: Mapping[str, Any]) -> None:
+        meta = raw.get("metadata")
+        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+            self._versions[kind][meta["name"]] = str(meta.get("resourceVersion") or "")
+
     def observe_node(self, raw: Mapping[str, Any]) -> None:
+        self._seen_version("nodes", raw)
         try:
             node = parse_node(raw)
         except ObjectError as error:
@@ -294,11 +346,13 @@ class SchedulerState:
     def node_deleted(self, raw: Mapping[str, Any]) -> None:
         name = (raw.get("metadata") or {}).get("name")
         if isinstance(name, str):
+            self._versions["nodes"].pop(name, None)
             self.cluster.remove_node(name)
 
     # ----------------------------------------------------------------- profiles
 
     def observe_profile(self, raw: Mapping[str, Any]) -> None:
+        self._seen_version("profiles", raw)
         self.profiles.upsert(raw)
         if self.profiles.uses_metrics:
             self._metrics_wanted.set()
@@ -306,6 +360,7 @@ class SchedulerState:
     def profile_deleted(self, raw: Mapping[str, Any]) -> None:
         name = (raw.get("metadata") or {}).get("name")
         if isinstance(name, str):
+            self._versions["profiles"].pop(name, None)
             self.profiles.delete(name)
 
     def _owner_changed(self, scheduler_name: str, old: Profile | None, new: Profile | None) -> None:
@@ -322,11 +377,13 @@ class SchedulerState:
     async def resync(self) -> None:
         """Fresh LISTs of nodes, profiles and pods, reconciled into the caches.
 
-        Run at startup and at every start of leadership, before anything is scheduled: pods that
-        another leader bound moments ago (their watch events not here yet) get counted. It only
-        adds and updates; removals are left to the watch (an extra pod counted is safe, a missing
-        one is not), except for what Kopf's stream may never mention: objects deleted between this
-        LIST and Kopf's own first one, caught by `verify_provisional`.
+        Run at startup, at every start of leadership (before anything is scheduled: pods that
+        another leader bound moments ago, their watch events not here yet, get counted), and after
+        Kopf re-listed a kind. It adds and updates, and removes only what the LIST proves gone
+        (absent from it, and last seen at or before its resourceVersion): anything else is left to
+        the watch, as an extra pod counted is safe and a missing one is not. Objects deleted
+        between this LIST and Kopf's own first one, which no stream mentions, are caught by
+        `verify_provisional`.
         """
         assert self.kube is not None
         pod_query = [("fieldSelector", ACTIVE_PODS_SELECTOR)]
@@ -334,19 +391,47 @@ class SchedulerState:
         nodes_job = self.kube.list_objects("/api/v1/nodes")
         profiles_job = self._list_profiles()
         pods_jobs = [self.kube.list_objects(path, pod_query) for path in pod_paths]
-        (nodes, _), profiles, *pod_lists = await asyncio.gather(nodes_job, profiles_job, *pods_jobs)
+        (nodes, nodes_version), (profiles, profiles_version), *pod_lists = await asyncio.gather(
+            nodes_job, profiles_job, *pods_jobs)
+        self.resyncs += 1
         for raw in nodes:
             self._provisional("nodes", raw, "/api/v1/nodes/{name}")
             self.observe_node(raw)
+        self._prune_named("nodes", nodes, nodes_version, self.node_deleted)
         for raw in profiles:
             self._provisional("profiles", raw, PROFILES_PATH + "/{name}")
             self.observe_profile(raw)
+        self._prune_named("profiles", profiles, profiles_version, self.profile_deleted)
         if self.profiles.uses_metrics:
             await self.poll_node_metrics()
+        listed: set[str] = set()
         for pods, _ in pod_lists:
             for raw in pods:
                 self._provisional("pods", raw, "/api/v1/namespaces/{namespace}/pods/{name}")
                 self.observe_pod(raw)
+                listed.add(pod_key(raw))
+        # the oldest of the LISTs: what is absent from it and not newer is gone
+        pods_version = min((version for _, version in pod_lists), key=lambda v: int(v) if v.isdigit() else -1)
+        self._prune_pods(listed, pods_version)
+
+    def _prune_named(
+        self, kind: str, items: list[Any], list_version: str, deleted: Callable[[Mapping[str, Any]], None]
+    ) -> None:
+        listed = {str((raw.get("metadata") or {}).get("name")) for raw in items}
+        for name, version in list(self._versions[kind].items()):
+            if name not in listed and _gone(version, list_version):
+                logger.info("%s %s is gone (no deletion event reached us)", kind[:-1], name)
+                deleted({"metadata": {"name": name}})
+
+    def _prune_pods(self, listed: set[str], list_version: str) -> None:
+        for key in [*self.cluster.pods, *(k for k in self._pending_name if k not in self.cluster.pods)]:
+            if key in listed:
+                continue
+            known = self._known(key)
+            if known is not None and _gone(known.resource_version, list_version):
+                logger.info("pod %s is gone (no deletion event reached us)", key)
+                namespace, name = key.split("/", 1)
+                self.pod_deleted({"metadata": {"name": name, "namespace": namespace}})
 
     def _provisional(self, kind: str, raw: Mapping[str, Any], path: str) -> None:
         meta = raw.get("metadata") or {}
@@ -404,16 +489,34 @@ class SchedulerState:
             with contextlib.suppress(ApiError):
                 await self.verify_provisional()
 
-    async def _list_profiles(self) -> list[Any]:
+    async def _list_profiles(self) -> tuple[list[Any], str]:
         assert self.kube is not None
         try:
-            items, _ = await self.kube.list_objects(PROFILES_PATH)
+            return await self.kube.list_objects(PROFILES_PATH)
         except ApiError as error:
             if error.status == 404:
                 logger.warning("the SchedulerProfile CRD is not installed (kubectl apply -f crds/)")
-                return []
+                return [], ""  # no resourceVersion: nothing is pruned on this evidence
             raise
-        return items
+
+    async def reconcile_forever(self) -> None:
+        """A pruning resync each time Kopf re-lists a kind (see the module's docstring)."""
+        while True:
+            await self.relisted.wait()
+            await asyncio.sleep(self.options.relist_settle)  # one resync for the kinds re-listed together
+            self.relisted.clear()
+            await self._resync_until_done()
+
+    async def _resync_until_done(self) -> None:
+        delay = self.options.initial_backoff
+        while True:
+            try:
+                await self.resync()
+                return
+            except ApiError as error:
+                logger.warning("resync failed, retrying in %.1fs: %s", delay, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.options.max_backoff)
 
     async def coordinate(self) -> None:
         """Resync, then let the loop run while leading; resync again at every new term."""
@@ -424,15 +527,7 @@ class SchedulerState:
         while True:
             self._term_changed.clear()
             term = self.term
-            delay = self.options.initial_backoff
-            while True:
-                try:
-                    await self.resync()
-                    break
-                except ApiError as error:
-                    logger.warning("resync failed, retrying in %.1fs: %s", delay, error)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.options.max_backoff)
+            await self._resync_until_done()
             self.synced = True
             if self.is_leader() and self.term == term:
                 for name in self.profiles.scheduler_names():
@@ -495,6 +590,29 @@ class SchedulerState:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.options.metrics_poll_interval):
                     await self._metrics_wanted.wait()
+
+    def api_unreachable(self, why: str) -> None:
+        """A bind got no answer: pause scheduling until the API server answers a ping again."""
+        if self.api_up.is_set():
+            logger.warning("the API server does not answer (%s): scheduling paused until it does", why)
+            self.api_up.clear()
+            self._api_down.set()
+
+    async def probe_api_forever(self) -> None:
+        """While scheduling is paused for an unreachable API server, ping it with backoff."""
+        assert self.kube is not None
+        while True:
+            await self._api_down.wait()
+            delay = self.options.initial_backoff
+            while True:
+                await asyncio.sleep(delay)
+                if await self.kube.ping():
+                    break
+                delay = min(delay * 2, self.options.max_backoff)
+            self._api_down.clear()
+            self.api_up.set()
+            logger.info("the API server answers again: scheduling resumes")
+            self._wake()  # pods that backed off meanwhile are retried soon
 
     async def ping_forever(self) -> None:
         """Keep `last_answer` fresh while idle, so /healthz can tell a dead API server."""
