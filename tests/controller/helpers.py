@@ -133,6 +133,8 @@ class FakeKube:
         self.lists: dict[str, list[dict[str, Any]]] = {}  # path -> items, for list_objects
         self.objects: dict[str, dict[str, Any]] = {}  # path -> object, for GET (else 404)
         self.gets: list[str] = []
+        self.reachable = True  # what ping() answers
+        self.pings = 0
 
     async def list_objects(self, path: str, query: Any = ()) -> tuple[list[dict[str, Any]], str]:
         return [json.loads(json.dumps(item)) for item in self.lists.get(path, [])], "1000"
@@ -144,6 +146,10 @@ class FakeKube:
 
     async def list_node_metrics(self) -> list[Any] | None:
         return None
+
+    async def ping(self) -> bool:
+        self.pings += 1
+        return self.reachable
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
         key = f"{namespace}/{name}"

@@ -5,8 +5,6 @@ its answer never came back) while the new leader's watch lags behind."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from tests.controller.conftest import Launch

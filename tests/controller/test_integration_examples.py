@@ -104,7 +104,10 @@ async def test_example_profile_end_to_end(kube_emulator: KubeEmulator, tmp_path:
     assert expected, "the sample cluster has pending pods for every example profile"
     others_before = {p["metadata"]["name"] for p in emu.list("pods") if not p["spec"].get("nodeName")}
 
-    operator = await OperatorThread(operator_options(emu.write_kubeconfig(tmp_path / "kc"))).start()
+    # No retry within the test: a retry sees the pods placed after the first attempt, so its
+    # message (and Event) may differ from the one simulate gives (on a slow run, it did).
+    options = operator_options(emu.write_kubeconfig(tmp_path / "kc"), initial_backoff=10.0, max_backoff=10.0)
+    operator = await OperatorThread(options).start()
     try:
         def settled() -> bool:
             reported = events_by_pod(emu)

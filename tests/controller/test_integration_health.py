@@ -15,7 +15,7 @@ from tests.controller.conftest import Launch
 from tests.controller.helpers import bound_node, until, watching
 from tests.kubeemu import KubeEmulator
 
-WINDOW = 1.5
+WINDOW = 2.0
 
 
 def free_port() -> int:
@@ -86,10 +86,10 @@ async def test_healthz_follows_the_api_server_with_its_window(
     emu = kube_emulator
     probe = await started(emu, launch, session)
 
-    # a blip shorter than the window: healthy throughout
+    # a blip well within the window: healthy throughout
     probe.start()
     async with emu.unreachable():
-        await asyncio.sleep(WINDOW / 3)
+        await asyncio.sleep(WINDOW / 5)
     await asyncio.sleep(0.5)
     samples = await probe.stop()
     assert samples and all(status == 200 for _, status, _ in samples), samples
@@ -97,7 +97,7 @@ async def test_healthz_follows_the_api_server_with_its_window(
     # a longer outage: unhealthy once it outlasts the window (not before), healthy soon after it ends
     probe.start()
     async with emu.unreachable():
-        await asyncio.sleep(WINDOW + 1.5)
+        await asyncio.sleep(WINDOW + 1.0)
         down_for = time.monotonic() - probe.started
     await until(lambda: probe.samples and probe.samples[-1][1] == 200, timeout=5)
     back_after = time.monotonic() - probe.started - down_for
@@ -105,8 +105,8 @@ async def test_healthz_follows_the_api_server_with_its_window(
     unhealthy = [(at, text) for at, status, text in samples if status != 200]
     assert unhealthy, samples
     first_at, reason = unhealthy[0]
-    # last answer <= 0.2 s (the ping interval) before the outage began
-    assert WINDOW - 0.3 <= first_at <= WINDOW + 0.6, samples
+    # the last answer came at most ~2 ping intervals (0.4 s) before the outage began
+    assert WINDOW - 0.5 <= first_at <= WINDOW + 0.8, samples
     assert reason.startswith("API server not answering")
     assert all(at < down_for + 0.5 for at, _ in unhealthy)
     assert back_after < 1.5  # the pinger hears the server within its interval

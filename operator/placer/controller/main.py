@@ -192,4 +192,7 @@ def run(namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbos
     except (ApiError, ConfigException, OSError) as error:
         logger.error("placer cannot run: %s", error)
         return 1
+    except Exception:  # e.g. Kopf stopping on a watch error it does not retry: logged as one record
+        logger.exception("placer stopped on an error")
+        return 1
     return 0
