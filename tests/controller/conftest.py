@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.controller.helpers import OperatorThread, operator_options
+from tests.controller.helpers import Launch, OperatorThread, operator_options
 from tests.kubeemu import KubeEmulator
-
-Launch = Callable[..., Awaitable[OperatorThread]]
 
 
 @pytest.fixture

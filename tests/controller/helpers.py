@@ -325,6 +325,9 @@ async def crash(operator: OperatorThread, timeout: float = 15.0) -> None:
     await operator.kill(timeout)
 
 
+Launch = Callable[..., Awaitable[OperatorThread]]  # the `launch` fixture (conftest.py)
+
+
 def operator_options(kubeconfig: Path, identity: str = "op-a", **overrides: Any) -> Options:
     """Options for an integration test: short timeouts, no metrics server, no leader election."""
     values: dict[str, Any] = {

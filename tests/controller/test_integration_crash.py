@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.controller.conftest import Launch
-from tests.controller.helpers import SlowBindReplies, assert_sound, bound_node, crash, until
+from tests.controller.helpers import Launch, SlowBindReplies, assert_sound, bound_node, crash, until
 from tests.kubeemu import KubeEmulator
 
 LEASE = {"leader_elect": True, "lease_duration": 1.0, "renew_deadline": 0.75, "retry_period": 0.2,

@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from tests.controller.conftest import Launch
 from tests.controller.helpers import (
     WATCHED_PATHS,
+    Launch,
     SlowBindReplies,
     assert_sound,
     bound_node,

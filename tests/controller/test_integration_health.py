@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from tests.controller.conftest import Launch
-from tests.controller.helpers import bound_node, until, watching
+from tests.controller.helpers import Launch, bound_node, until, watching
 from tests.kubeemu import KubeEmulator
 
 WINDOW = 2.0
