@@ -6,7 +6,8 @@ streams, a compacted watch history (resumes get 410), a short outage of the API 
 SIGKILL of the current leader (restarted a moment later). At the end it lets the replicas
 drain the queue, then audits what the API server holds:
 
-- lost: a pod created, never deleted, that fits somewhere, yet is still unbound;
+- lost: a pod created, never deleted, still unbound although it fits (the engine, replayed on
+  what the API server holds, would place it; a pod that fits nowhere in a full cluster is not);
 - double: a pod with more than one successful binding;
 - overcommitted: a node whose bound pods request more than its allocatable.
 
@@ -31,7 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from e2e_bench import populate  # noqa: E402
+from e2e_bench import PROFILE, populate  # noqa: E402
+from placer.engine.cluster import ClusterState  # noqa: E402
+from placer.engine.objects import parse_node, parse_pod  # noqa: E402
+from placer.engine.profile import compile_profile  # noqa: E402
+from placer.engine.queue import queue_order  # noqa: E402
+from placer.engine.runtime import Scheduler  # noqa: E402
 from synthetic import make_node, make_pod  # noqa: E402
 
 from tests.kubeemu import EmulatorProcess  # noqa: E402
@@ -111,14 +117,28 @@ def inject(emu: EmulatorProcess, fault: str, replicas: dict[str, Replica]) -> No
         victim.start()
 
 
-def pending_fitting(emu: EmulatorProcess, live: set[str]) -> list[str]:
-    """Live pods still unbound (every synthetic pod fits some node in this cluster)."""
-    pods = emu.request("GET", "/api/v1/namespaces/bench/pods")["items"]
-    return sorted(
-        f"bench/{p['metadata']['name']}"
-        for p in pods
-        if f"bench/{p['metadata']['name']}" in live and not p["spec"].get("nodeName")
-    )
+def lost_pods(emu: EmulatorProcess, live: set[str]) -> list[str]:
+    """Live pods still unbound although they fit: the engine, replayed on what the API server
+    holds now, would place them (a pod that fits nowhere because the cluster is full is not lost)."""
+    cluster = ClusterState()
+    for obj in emu.request("GET", "/api/v1/nodes")["items"]:
+        cluster.upsert_node(parse_node(obj))
+    pending = []
+    for obj in emu.request("GET", "/api/v1/namespaces/bench/pods")["items"]:
+        pod = parse_pod(obj)
+        if pod.node_name:
+            cluster.add_pod(pod)
+        elif pod.key in live:
+            pending.append(pod)
+    profile = compile_profile("soak", PROFILE["spec"])
+    scheduler = Scheduler()
+    lost = []
+    for pod in sorted(pending, key=queue_order):
+        decision = scheduler.schedule(pod, profile, cluster)
+        if decision.node is not None:
+            cluster.assume(pod, decision.node)
+            lost.append(pod.key)
+    return lost
 
 
 def main() -> int:
@@ -126,6 +146,7 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--rate", type=float, default=20.0, help="pods created per second")
+    parser.add_argument("--delete-ratio", type=float, default=0.9, help="pods deleted per pod created")
     parser.add_argument("--fault-every", type=float, default=10.0, help="seconds between faults")
     parser.add_argument("--drain", type=float, default=60.0, help="seconds allowed to drain at the end")
     parser.add_argument("--json", type=Path)
@@ -157,7 +178,7 @@ def main() -> int:
                 except Exception:
                     pass  # during an injected outage: that pod was simply never created
             # churn: delete a few older pods, bound or not
-            for key in rng.sample(created[:-50], k=min(len(created[:-50]), max(1, int(args.rate) // 4))):
+            for key in rng.sample(created[:-50], k=min(len(created[:-50]), max(1, int(args.rate * args.delete_ratio)))):
                 if key in deleted:
                     continue
                 try:
@@ -180,7 +201,7 @@ def main() -> int:
         emu.control("POST", "reachable", {})
         live = set(created) - deleted
         drain_deadline = time.monotonic() + args.drain
-        while (left := pending_fitting(emu, live)) and time.monotonic() < drain_deadline:
+        while (left := lost_pods(emu, live)) and time.monotonic() < drain_deadline:
             time.sleep(1.0)
         bindings = emu.control("GET", "bindings")
         overcommitted = emu.control("GET", "capacity")
@@ -194,6 +215,7 @@ def main() -> int:
         "pods_created": len(created),
         "pods_deleted": len(deleted),
         "pods_scheduled": len(per_pod),
+        "pending_unfit_at_end": len(set(created) - deleted - set(per_pod)) - len(left),
         "faults_injected": dict(faults),
         "leader_restarts": restarts,
         "lost": len(left),
