@@ -5,34 +5,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import pytest
 
-from tests.controller.helpers import OperatorThread, operator_options, until
+from tests.controller.helpers import OperatorThread, until
 from tests.kubeemu import KubeEmulator
 
 Start = Callable[..., Awaitable[OperatorThread]]
-
-
-@pytest.fixture
-async def start_operator(kube_emulator: KubeEmulator, tmp_path: Path) -> AsyncIterator[Start]:
-    """Start operators against the emulator; every one is stopped after the test."""
-    started: list[OperatorThread] = []
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-
-    async def start(**overrides: Any) -> OperatorThread:
-        operator = await OperatorThread(operator_options(kubeconfig, **overrides)).start()
-        started.append(operator)
-        return operator
-
-    yield start
-    for operator in started:
-        if operator.thread.is_alive():
-            await operator.stop()
 
 
 def node_of(emu: KubeEmulator, name: str, namespace: str = "default") -> str | None:
@@ -58,7 +39,7 @@ def events_of(emu: KubeEmulator, name: str, reason: str | None = None) -> list[d
 
 
 async def test_a_pod_waits_for_a_labelled_node_then_is_bound_promptly(
-    kube_emulator: KubeEmulator, start_operator: Start
+    kube_emulator: KubeEmulator, launch: Start
 ) -> None:
     emu = kube_emulator
     emu.add_node("n1")
@@ -66,7 +47,7 @@ async def test_a_pod_waits_for_a_labelled_node_then_is_bound_promptly(
     emu.create("sp", {"metadata": {"name": "cpu"}, "spec": {"schedulerName": "placer", "filters": [
         {"name": "NodeResourcesFit"}, {"name": "NodeLabel", "args": {"required": {"cpu": "true"}}}]}})
     emu.add_pod("p1", scheduler_name="placer")
-    await start_operator()
+    await launch()
     await until(lambda: events_of(emu, "p1", "FailedScheduling"))
     [event] = events_of(emu, "p1", "FailedScheduling")
     assert event["type"] == "Warning" and event["note"].startswith("0/2 nodes are available: 2 ")
@@ -85,14 +66,14 @@ async def test_a_pod_waits_for_a_labelled_node_then_is_bound_promptly(
     assert [e["note"] for e in events_of(emu, "p1", "Scheduled")] == ["Successfully assigned default/p1 to n2"]
 
 
-async def test_a_profile_change_applies_to_later_pods(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_a_profile_change_applies_to_later_pods(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.add_node("a", cpu="8")
     emu.add_node("b", cpu="8")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer", "scores": prefer("a")}})
     for index in range(3):
         emu.add_pod(f"first-{index}", scheduler_name="placer")
-    await start_operator()
+    await launch()
     await until(lambda: all(node_of(emu, f"first-{i}") for i in range(3)))
     emu.patch("sp", "p", {"spec": {"scores": prefer("b")}})
     await until(lambda: (ready(emu, "p") or {}).get("observedGeneration") == 2)
@@ -106,13 +87,13 @@ async def test_a_profile_change_applies_to_later_pods(kube_emulator: KubeEmulato
 
 
 async def test_an_invalid_update_keeps_the_old_version_scheduling(
-    kube_emulator: KubeEmulator, start_operator: Start
+    kube_emulator: KubeEmulator, launch: Start
 ) -> None:
     emu = kube_emulator
     emu.add_node("a")
     emu.add_node("b")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer", "scores": prefer("a")}})
-    operator = await start_operator()
+    operator = await launch()
     await until(lambda: (ready(emu, "p") or {}).get("reason") == "Loaded")
     emu.patch("sp", "p", {"spec": {"scores": [{"name": "PreferNode", "args": {"nodez": ["b"]}}]}})
     await until(lambda: (ready(emu, "p") or {}).get("reason") == "InvalidArgs")
@@ -133,7 +114,7 @@ async def test_an_invalid_update_keeps_the_old_version_scheduling(
     assert reloads.get(profile="p", result="success") == 2 and reloads.get(profile="p", result="invalid") == 1
 
 
-async def test_two_profiles_schedule_side_by_side(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_two_profiles_schedule_side_by_side(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.add_node("a")
     emu.add_node("b")
@@ -142,7 +123,7 @@ async def test_two_profiles_schedule_side_by_side(kube_emulator: KubeEmulator, s
     for index in range(2):
         emu.add_pod(f"pa-{index}", scheduler_name="sched-a")
         emu.add_pod(f"pb-{index}", scheduler_name="sched-b")
-    await start_operator()
+    await launch()
     await until(lambda: all(node_of(emu, f"p{x}-{i}") for x in "ab" for i in range(2)))
     assert {node_of(emu, f"pa-{i}") for i in range(2)} == {"a"}
     assert {node_of(emu, f"pb-{i}") for i in range(2)} == {"b"}
@@ -150,7 +131,7 @@ async def test_two_profiles_schedule_side_by_side(kube_emulator: KubeEmulator, s
     await until(lambda: all((ready(emu, name) or {}).get("reason") == "Loaded" for name in ("to-a", "to-b")))
 
 
-async def test_the_older_profile_keeps_a_contested_name(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_the_older_profile_keeps_a_contested_name(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.add_node("a")
     emu.add_node("b")
@@ -158,7 +139,7 @@ async def test_the_older_profile_keeps_a_contested_name(kube_emulator: KubeEmula
     emu.create("sp", {"metadata": {"name": "aa-older"}, "spec": {"schedulerName": "placer", "scores": prefer("a")}})
     emu.create("sp", {"metadata": {"name": "zz-newer"}, "spec": {"schedulerName": "placer", "scores": prefer("b")}})
     emu.add_pod("p1", scheduler_name="placer")
-    await start_operator()
+    await launch()
     await until(lambda: node_of(emu, "p1") and (ready(emu, "zz-newer") or {}).get("reason") == "Conflict")
     assert node_of(emu, "p1") == "a"
     condition = ready(emu, "zz-newer")
@@ -172,12 +153,12 @@ async def test_the_older_profile_keeps_a_contested_name(kube_emulator: KubeEmula
 
 
 async def test_deleting_a_profile_stops_its_pods_and_recreating_resumes(
-    kube_emulator: KubeEmulator, start_operator: Start
+    kube_emulator: KubeEmulator, launch: Start
 ) -> None:
     emu = kube_emulator
     emu.add_node("a")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
-    operator = await start_operator()
+    operator = await launch()
     await until(lambda: ready(emu, "p"))
     emu.delete("sp", "p")
     await until(lambda: operator.state is not None and operator.state.profiles.active("placer") is None)
@@ -188,7 +169,7 @@ async def test_deleting_a_profile_stops_its_pods_and_recreating_resumes(
     await until(lambda: node_of(emu, "p1"))
 
 
-async def test_a_409_on_bind_drops_the_pod(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_a_409_on_bind_drops_the_pod(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.add_node("n1")
     emu.add_node("n2")
@@ -198,7 +179,7 @@ async def test_a_409_on_bind_drops_the_pod(kube_emulator: KubeEmulator, start_op
                        'assigned to node "n2"')
     emu.add_pod("contested", scheduler_name="placer", cpu="1")
     emu.add_pod("other", scheduler_name="placer")
-    operator = await start_operator(initial_backoff=0.2)
+    operator = await launch(initial_backoff=0.2)
     await until(lambda: emu.bind_attempts.get("default/contested") == 1 and node_of(emu, "other"))
     emu.bind("default", "contested", "n2")  # the one who won
     await until(lambda: operator.state is not None and operator.state.metrics.bindings.get(result="conflict") == 1)
@@ -209,26 +190,26 @@ async def test_a_409_on_bind_drops_the_pod(kube_emulator: KubeEmulator, start_op
     assert emu.double_bindings() == [] and emu.audit_capacity() == []
 
 
-async def test_transient_api_errors_are_retried(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_transient_api_errors_are_retried(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.add_node("n1")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
     emu.inject("POST", r"/binding$", status=503, count=2)
     emu.inject("POST", r"/events$", status=429, retry_after=0.1, count=1)
     emu.add_pod("p1", scheduler_name="placer")
-    await start_operator()
+    await launch()
     await until(lambda: node_of(emu, "p1") and events_of(emu, "p1", "Scheduled"))
     assert emu.bind_attempts["default/p1"] == 3 and len(emu.bindings) == 1
 
 
-async def test_a_malformed_pod_is_reported_not_fatal(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_a_malformed_pod_is_reported_not_fatal(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.add_node("n1")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
     emu.add_pod("bad", scheduler_name="placer",
                 spec={"tolerations": [{"key": "k", "operator": "Sometimes", "value": "v"}]})
     emu.add_pod("good", scheduler_name="placer")
-    await start_operator()
+    await launch()
     await until(lambda: node_of(emu, "good") and events_of(emu, "bad", "FailedScheduling"))
     [event] = events_of(emu, "bad", "FailedScheduling")
     assert "spec.tolerations[0].operator" in event["note"]
@@ -237,7 +218,7 @@ async def test_a_malformed_pod_is_reported_not_fatal(kube_emulator: KubeEmulator
     assert (condition["status"], condition["reason"], condition["message"]) == ("False", "Unschedulable", event["note"])
 
 
-async def test_namespaces_restrict_the_pods(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_namespaces_restrict_the_pods(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.create("namespaces", {"metadata": {"name": "team-a"}})
     emu.create("namespaces", {"metadata": {"name": "team-b"}})
@@ -246,7 +227,7 @@ async def test_namespaces_restrict_the_pods(kube_emulator: KubeEmulator, start_o
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
     emu.add_pod("mine", "team-a", scheduler_name="placer")
     emu.add_pod("not-mine", "team-b", scheduler_name="placer")
-    await start_operator(namespaces=("team-a",))
+    await launch(namespaces=("team-a",))
     await until(lambda: node_of(emu, "mine", "team-a"))
     await asyncio.sleep(0.5)
     assert node_of(emu, "not-mine", "team-b") is None and events_of(emu, "not-mine") == []
@@ -258,13 +239,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_healthz_and_metrics(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_healthz_and_metrics(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     emu.add_node("n1")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
     emu.add_pod("p1", scheduler_name="placer")
     port = _free_port()
-    await start_operator(metrics_port=port, metrics_host="127.0.0.1", health_window=1.0, health_ping_interval=0.2)
+    await launch(metrics_port=port, metrics_host="127.0.0.1", health_window=1.0, health_ping_interval=0.2)
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
         async def get(path: str) -> tuple[int, str]:

@@ -5,35 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-import pytest
-
-from tests.controller.helpers import OperatorThread, operator_options, until
+from tests.controller.helpers import OperatorThread, until
 from tests.kubeemu import KubeEmulator
 
 Start = Callable[..., Awaitable[OperatorThread]]
 
 # short but consistent with client-go's rules (retry < renew deadline < lease duration)
 LEASE = {"leader_elect": True, "lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.25}
-
-
-@pytest.fixture
-async def start_operator(kube_emulator: KubeEmulator, tmp_path: Path) -> AsyncIterator[Start]:
-    started: list[OperatorThread] = []
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-
-    async def start(**overrides: Any) -> OperatorThread:
-        operator = await OperatorThread(operator_options(kubeconfig, **overrides)).start()
-        started.append(operator)
-        return operator
-
-    yield start
-    for operator in started:
-        if operator.thread.is_alive():
-            await operator.stop()
 
 
 def holder(emu: KubeEmulator) -> str:
@@ -55,17 +35,17 @@ def setup_cluster(emu: KubeEmulator, cpu: str = "2") -> None:
     emu.create("sp", {"metadata": {"name": "default"}, "spec": {"schedulerName": "placer"}})
 
 
-async def test_a_restart_binds_the_pods_left_pending_once(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_a_restart_binds_the_pods_left_pending_once(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     setup_cluster(emu)
     for index in range(2):
         emu.add_pod(f"early-{index}", scheduler_name="placer", cpu="500m")
-    first = await start_operator(identity="first")
+    first = await launch(identity="first")
     await until(lambda: all(bound_to(emu, f"early-{i}") for i in range(2)))
     await first.stop()
     for index in range(3):  # only two more fit: the new operator must count the first two
         emu.add_pod(f"late-{index}", scheduler_name="placer", cpu="500m")
-    await start_operator(identity="second")
+    await launch(identity="second")
     await until(lambda: sum(1 for i in range(3) if bound_to(emu, f"late-{i}")) == 2
                 and reporters(emu, "FailedScheduling")["placer-second"] == 1)
     await asyncio.sleep(0.3)
@@ -75,13 +55,13 @@ async def test_a_restart_binds_the_pods_left_pending_once(kube_emulator: KubeEmu
 
 
 async def test_only_the_leader_binds_and_a_follower_takes_over_after_a_crash(
-    kube_emulator: KubeEmulator, start_operator: Start
+    kube_emulator: KubeEmulator, launch: Start
 ) -> None:
     emu = kube_emulator
     setup_cluster(emu, cpu="16")
-    a = await start_operator(identity="op-a", release_on_exit=False, **LEASE)
+    a = await launch(identity="op-a", release_on_exit=False, **LEASE)
     await until(lambda: holder(emu) == "op-a")
-    b = await start_operator(identity="op-b", **LEASE)
+    b = await launch(identity="op-b", **LEASE)
     for index in range(5):
         emu.add_pod(f"a-{index}", scheduler_name="placer")
     await until(lambda: all(bound_to(emu, f"a-{i}") for i in range(5)) and reporters(emu)["placer-op-a"] == 5)
@@ -107,12 +87,12 @@ async def test_only_the_leader_binds_and_a_follower_takes_over_after_a_crash(
     assert lease is not None and lease["spec"]["leaseTransitions"] == 1
 
 
-async def test_a_graceful_stop_hands_the_lease_over_at_once(kube_emulator: KubeEmulator, start_operator: Start) -> None:
+async def test_a_graceful_stop_hands_the_lease_over_at_once(kube_emulator: KubeEmulator, launch: Start) -> None:
     emu = kube_emulator
     setup_cluster(emu)
-    a = await start_operator(identity="op-a", **{**LEASE, "lease_duration": 15.0, "renew_deadline": 10.0})
+    a = await launch(identity="op-a", **{**LEASE, "lease_duration": 15.0, "renew_deadline": 10.0})
     await until(lambda: holder(emu) == "op-a")
-    await start_operator(identity="op-b", **{**LEASE, "lease_duration": 15.0, "renew_deadline": 10.0})
+    await launch(identity="op-b", **{**LEASE, "lease_duration": 15.0, "renew_deadline": 10.0})
     await asyncio.sleep(0.5)
     stopped = time.monotonic()
     await a.stop()
@@ -124,7 +104,7 @@ async def test_a_graceful_stop_hands_the_lease_over_at_once(kube_emulator: KubeE
 
 
 async def test_a_new_leader_counts_binds_it_has_not_seen_yet(
-    kube_emulator: KubeEmulator, start_operator: Start
+    kube_emulator: KubeEmulator, launch: Start
 ) -> None:
     """Binds the old leader made just before it died reach the new one's watch late; its resync
     LIST on taking over counts them, so the node is not overcommitted."""
@@ -137,7 +117,7 @@ async def test_a_new_leader_counts_binds_it_has_not_seen_yet(
                  "renewTime": "2025-01-01T00:00:00.000000Z"}})
     for index in range(3):
         emu.add_pod(f"old-{index}", scheduler_name="placer", cpu="500m")
-    b = await start_operator(identity="op-b", **LEASE)
+    b = await launch(identity="op-b", **LEASE)
     await until(lambda: b.state is not None and b.state.synced and all(
         f"default/old-{i}" in b.state.pending.get("placer", {}) for i in range(3)))
     emu.watch_delay = 30.0  # from now on, b's watch shows nothing for a long while
