@@ -339,6 +339,20 @@ def test_no_metrics_warning_and_profile_conflict_on_stderr(tmp_path: Path, capsy
     ]
 
 
+def test_the_older_profile_keeps_a_contested_scheduler_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    newer = profile_doc("aaa-newer")
+    newer["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+    older = profile_doc("zzz-older")
+    older["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    cluster = write(tmp_path / "cluster.yaml", node("a"), pod("p", cpu="1"))
+    profiles = write(tmp_path / "profiles.yaml", newer, older)
+    code = main(["simulate", "--cluster", str(cluster), "--profile", str(profiles), "-o", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out)["placements"][0]["profile"] == "zzz-older"
+    assert 'profile "aaa-newer": Conflict: schedulerName "placer" is already served by profile "zzz-older"' in err
+
+
 def test_invalid_pod_is_reported_as_unschedulable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = write(tmp_path / "cluster.yaml", node("a"), pod("bad", cpu="1.2.3"), pod("good", cpu="1"))
     profiles = write(tmp_path / "profiles.yaml", profile_doc("d"))

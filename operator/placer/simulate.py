@@ -16,7 +16,14 @@ from typing import Any, TextIO
 import yaml
 
 from placer.engine.cluster import ClusterState
-from placer.engine.objects import ObjectError, PodInfo, parse_node, parse_node_metrics, parse_pod
+from placer.engine.objects import (
+    ObjectError,
+    PodInfo,
+    parse_node,
+    parse_node_metrics,
+    parse_pod,
+    parse_timestamp,
+)
 from placer.engine.profile import API_VERSION, KIND, Profile, ProfileError, compile_profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision, Scheduler
@@ -112,10 +119,12 @@ def load_cluster(paths: Sequence[Path]) -> tuple[ClusterState, list[PodInfo]]:
 
 
 def load_profiles(paths: Sequence[Path]) -> tuple[dict[str, Profile], list[str]]:
-    """Profiles by schedulerName, and conflict warnings (the first claimant keeps a name)."""
+    """Profiles by schedulerName, and conflict warnings: as in the operator, the older profile
+    (creationTimestamp, then name) keeps a schedulerName that two profiles claim."""
     by_scheduler: dict[str, Profile] = {}
     names: set[str] = set()
     warnings: list[str] = []
+    claimants: list[tuple[float, str, Profile]] = []
     for path in paths:
         for number, document in _documents(path):
             where = f"{path}: document {number}"
@@ -136,14 +145,16 @@ def load_profiles(paths: Sequence[Path]) -> tuple[dict[str, Profile], list[str]]
                 profile = compile_profile(name, document.get("spec"))
             except ProfileError as error:
                 raise InputError(f"{where}: {error}") from None
-            holder = by_scheduler.get(profile.scheduler_name)
-            if holder is not None:
-                warnings.append(
-                    f'profile "{name}": Conflict: schedulerName "{profile.scheduler_name}" '
-                    f'is already served by profile "{holder.name}"; ignored'
-                )
-                continue
-            by_scheduler[profile.scheduler_name] = profile
+            claimants.append((parse_timestamp(document["metadata"].get("creationTimestamp")), name, profile))
+    for _, name, profile in sorted(claimants, key=lambda claimant: claimant[:2]):
+        holder = by_scheduler.get(profile.scheduler_name)
+        if holder is not None:
+            warnings.append(
+                f'profile "{name}": Conflict: schedulerName "{profile.scheduler_name}" '
+                f'is already served by profile "{holder.name}"; ignored'
+            )
+            continue
+        by_scheduler[profile.scheduler_name] = profile
     if not by_scheduler:
         raise InputError(f"{', '.join(map(str, paths))}: no SchedulerProfile documents")
     return by_scheduler, warnings
