@@ -98,43 +98,17 @@ class Toleration:
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement:
+    """One requirement, validated; matched against node columns in `placer.plugins._selectors`."""
+
     key: str
     operator: str
     values: tuple[str, ...]
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """kube's label-selector semantics for node selector requirements."""
-        present = self.key in labels
-        if self.operator == "In":
-            return present and labels[self.key] in self.values
-        if self.operator == "NotIn":
-            return not present or labels[self.key] not in self.values
-        if self.operator == "Exists":
-            return present
-        if self.operator == "DoesNotExist":
-            return not present
-        if not present:
-            return False
-        actual = go_int(labels[self.key])
-        if actual is None:
-            return False
-        bound = int(self.values[0])
-        return actual > bound if self.operator == "Gt" else actual < bound
 
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
     expressions: tuple[NodeSelectorRequirement, ...]
     fields: tuple[NodeSelectorRequirement, ...]
-
-    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
-        """All requirements hold; an empty term matches no node, as in kube."""
-        if not self.expressions and not self.fields:
-            return False
-        if not all(req.matches(labels) for req in self.expressions):
-            return False
-        node_fields = {"metadata.name": name}
-        return all(req.matches(node_fields) for req in self.fields)
 
 
 @dataclass(slots=True)
