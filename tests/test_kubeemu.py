@@ -18,7 +18,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.kubeemu import EmulatorProcess, KubeEmulator, parse_quantity, pod_requests
+from tests.kubeemu import ApiError, EmulatorProcess, KubeEmulator, parse_quantity, pod_requests
 from tests.kubeemu.resources import schedulerprofile_crd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -570,7 +570,7 @@ async def test_large_list_and_binds_are_fast(kube_emulator: KubeEmulator) -> Non
 # --- out of process ---------------------------------------------------------------------------
 
 def test_runs_out_of_process(tmp_path: Path) -> None:
-    with EmulatorProcess() as proc:
+    with EmulatorProcess("--graceful-pod-deletion", "--pv-controller") as proc:
         assert proc.request("GET", "/version")["major"] == "1"
         proc.request("POST", "/api/v1/nodes", {"metadata": {"name": "n1"}, "status": {
             "allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
@@ -584,6 +584,11 @@ def test_runs_out_of_process(tmp_path: Path) -> None:
         assert proc.request("POST", "/api/v1/namespaces/default/pods/p1/binding",
                             binding)["code"] == 201
         assert proc.control("GET", "bind-attempts") == {"default/p1": 2}
+        marked = proc.request("DELETE", "/api/v1/namespaces/default/pods/p1")
+        assert marked["metadata"]["deletionGracePeriodSeconds"] == 30
+        assert proc.control("POST", "finish-deletion", {"namespace": "default", "name": "p1"}) \
+            == {"found": True}
+        assert proc.request("GET", "/api/v1/namespaces/default/pods")["items"] == []
         assert [b["node"] for b in proc.control("GET", "bindings")] == ["n1"]
         assert proc.control("GET", "capacity") == []
         assert proc.control("POST", "compact")["compactedTo"]
@@ -669,3 +674,623 @@ async def test_kopf_operator_runs_against_emulator(kube_emulator: KubeEmulator,
         await asyncio.wait_for(task, 10)
     assert emu.requests_matching("GET", r"^/apis/placer.dev/v1alpha1$")
     assert all(r.status is not None and r.status < 500 for r in emu.requests if r.status)
+
+
+# --- more built-in kinds: services, volumes, workloads, PDBs, priority classes -----------------
+
+NEW_KINDS: list[tuple[str, str, str]] = [  # group, version, plural
+    ("", "v1", "services"),
+    ("", "v1", "persistentvolumeclaims"),
+    ("", "v1", "persistentvolumes"),
+    ("apps", "v1", "replicasets"),
+    ("apps", "v1", "statefulsets"),
+    ("storage.k8s.io", "v1", "storageclasses"),
+    ("storage.k8s.io", "v1", "csinodes"),
+    ("policy", "v1", "poddisruptionbudgets"),
+    ("scheduling.k8s.io", "v1", "priorityclasses"),
+]
+ZONE = "topology.kubernetes.io/zone"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+def populate_new_kinds(emu: KubeEmulator, suffix: str = "") -> None:
+    """One object of each new kind (names end with ``suffix``)."""
+    emu.add_node(f"n{suffix}")
+    emu.add_service(f"svc{suffix}", selector={"app": "web"})
+    emu.add_storage_class(f"sc{suffix}", "csi.example.com")
+    emu.add_pvc(f"pvc{suffix}", storage_class=f"sc{suffix}")
+    emu.add_pv(f"pv{suffix}", storage_class=f"sc{suffix}")
+    emu.add_replicaset(f"rs{suffix}", selector={"app": "web"})
+    emu.add_statefulset(f"sts{suffix}", selector={"app": "db"})
+    emu.add_csinode(f"n{suffix}", {"csi.example.com": 8})
+    emu.add_pdb(f"pdb{suffix}", selector={"app": "web"}, min_available=1)
+    emu.add_priority_class(f"pc{suffix}", 100)
+
+
+async def watch_events(emu: KubeEmulator, path: str, rv: str, seconds: float = 0.1
+                       ) -> list[tuple[str, dict[str, Any]]]:
+    """The events a watch of ``path`` resumed at ``rv`` delivers within ``seconds``."""
+    url = f"{emu.url}{path}?watch=true&resourceVersion={rv}&timeoutSeconds={seconds}"
+    async with aiohttp.ClientSession() as session, session.get(url) as rsp:
+        lines = [json.loads(line) for line in (await rsp.read()).splitlines()]
+    return [(line["type"], line["object"]) for line in lines]
+
+
+def stored(emu: KubeEmulator, resource: str, name: str, namespace: str | None = None
+           ) -> dict[str, Any]:
+    """An object the store must hold."""
+    obj = emu.get(resource, name, namespace)
+    assert obj is not None, f"{resource}/{name} is not stored"
+    return obj
+
+
+def names(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
+    return [(etype, obj["metadata"]["name"]) for etype, obj in events]
+
+
+async def test_discovery_lists_new_kinds(api: client.ApiClient) -> None:
+    core = {r.name: r for r in (await client.CoreV1Api(api).get_api_resources()).resources}
+    assert core["services"].short_names == ["svc"] and core["services"].namespaced
+    assert core["persistentvolumeclaims"].short_names == ["pvc"]
+    assert core["persistentvolumes"].short_names == ["pv"]
+    assert not core["persistentvolumes"].namespaced
+    assert {"services/status", "persistentvolumeclaims/status", "persistentvolumes/status"} <= set(core)
+    apps = {r.name: r for r in (await client.AppsV1Api(api).get_api_resources()).resources}
+    assert apps["replicasets"].short_names == ["rs"] and apps["statefulsets"].short_names == ["sts"]
+    assert {"replicasets/status", "statefulsets/status"} <= set(apps)
+    assert "replicasets/scale" not in apps
+    storage = {r.name: r for r in (await client.StorageV1Api(api).get_api_resources()).resources}
+    assert storage["storageclasses"].short_names == ["sc"] and not storage["csinodes"].namespaced
+    policy = {r.name: r for r in (await client.PolicyV1Api(api).get_api_resources()).resources}
+    assert policy["poddisruptionbudgets"].short_names == ["pdb"]
+    assert "poddisruptionbudgets/status" in policy
+    sched = {r.name: r for r in (await client.SchedulingV1Api(api).get_api_resources()).resources}
+    assert sched["priorityclasses"].short_names == ["pc"]
+    assert not sched["priorityclasses"].namespaced
+    groups = {g.name for g in (await client.ApisApi(api).get_api_versions()).groups}
+    assert {"apps", "storage.k8s.io", "policy", "scheduling.k8s.io"} <= groups
+
+
+async def test_new_kinds_list_get_and_field_selectors(api: client.ApiClient,
+                                                      kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    populate_new_kinds(emu)
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    storage, policy = client.StorageV1Api(api), client.PolicyV1Api(api)
+    sched = client.SchedulingV1Api(api)
+    # Typed deserialization works (required fields are there) for lists and gets alike.
+    svc = await core.read_namespaced_service("svc", "default")
+    assert svc.spec.cluster_ip and svc.spec.ports[0].target_port == 80
+    assert [p.metadata.name for p in (await core.list_persistent_volume_claim_for_all_namespaces()).items] \
+        == ["pvc"]
+    pvc = await core.read_namespaced_persistent_volume_claim("pvc", "default")
+    assert pvc.status.phase == "Pending" and pvc.spec.volume_mode == "Filesystem"
+    pv = await core.read_persistent_volume("pv")
+    assert pv.status.phase == "Available" and pv.spec.persistent_volume_reclaim_policy == "Retain"
+    assert [r.metadata.name for r in (await apps.list_replica_set_for_all_namespaces()).items] == ["rs"]
+    assert (await apps.read_namespaced_replica_set("rs", "default")).status.replicas == 0
+    sts = await apps.read_namespaced_stateful_set("sts", "default")
+    assert sts.spec.pod_management_policy == "OrderedReady" and sts.status.replicas == 0
+    sc = await storage.read_storage_class("sc")
+    assert sc.volume_binding_mode == "Immediate" and sc.reclaim_policy == "Delete"
+    csinode = await storage.read_csi_node("n")
+    assert csinode.spec.drivers[0].allocatable.count == 8
+    assert csinode.metadata.owner_references[0].kind == "Node"
+    pdb = await policy.read_namespaced_pod_disruption_budget("pdb", "default")
+    assert pdb.status.disruptions_allowed == 0 and pdb.status.expected_pods == 0
+    assert len((await policy.list_pod_disruption_budget_for_all_namespaces()).items) == 1
+    classes = {c.metadata.name: c for c in (await sched.list_priority_class()).items}
+    assert classes["pc"].preemption_policy == "PreemptLowerPriority" and classes["pc"].value == 100
+    assert classes["system-node-critical"].value == 2_000_001_000  # as every API server has
+    # Field selectors: metadata.* everywhere, plus what the real server adds (services).
+    assert len((await core.list_persistent_volume(field_selector="metadata.name=pv")).items) == 1
+    assert len((await core.list_service_for_all_namespaces(field_selector="spec.type=ClusterIP")).items) == 1
+    assert len((await core.list_namespaced_service(
+        "default", field_selector=f"spec.clusterIP={svc.spec.cluster_ip}")).items) == 1
+    with pytest.raises(ApiException) as exc:
+        await core.list_persistent_volume_claim_for_all_namespaces(field_selector="status.phase=Bound")
+    assert exc.value.status == 400
+    with pytest.raises(ApiException) as exc:
+        await apps.list_replica_set_for_all_namespaces(field_selector="status.replicas=0")
+    assert exc.value.status == 400
+    assert [p.metadata.name for p in (await policy.list_namespaced_pod_disruption_budget(
+        "default", field_selector="metadata.namespace=default")).items] == ["pdb"]
+
+
+async def test_kopf_watches_new_kinds(kube_emulator: KubeEmulator,
+                                      kube_emulator_kubeconfig: Path) -> None:
+    emu = kube_emulator
+    registry = kopf.OperatorRegistry()
+    seen: set[tuple[str, str | None, str]] = set()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.peering.standalone = True
+
+    for group, version, plural in NEW_KINDS:
+        def handler(type: str | None, name: str, plural: str = plural, **_: Any) -> None:
+            seen.add((plural, type, name))
+        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)
+
+    def expect(etype: str | None, suffix: str) -> set[tuple[str, str | None, str]]:
+        short = ["svc", "pvc", "pv", "rs", "sts", "sc", "n", "pdb", "pc"]
+        return {(kind[2], etype, f"{name}{suffix}") for kind, name in zip(NEW_KINDS, short, strict=True)}
+
+    async def until_seen(wanted: set[tuple[str, str | None, str]]) -> None:
+        async with asyncio.timeout(10):
+            while not wanted <= seen:
+                await asyncio.sleep(0.02)
+
+    populate_new_kinds(emu, "-a")  # listed at start-up (Kopf reports type None)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(kopf.operator(registry=registry, clusterwide=True,
+                                             standalone=True, stop_flag=stop, ready_flag=ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        await until_seen(expect(None, "-a"))
+        populate_new_kinds(emu, "-b")  # then streamed
+        await until_seen(expect("ADDED", "-b"))
+        emu.patch("pv", "pv-b", {"metadata": {"labels": {"seen": "yes"}}})
+        emu.delete("pdb", "pdb-a")
+        await until_seen({("persistentvolumes", "MODIFIED", "pv-b"),
+                          ("poddisruptionbudgets", "DELETED", "pdb-a")})
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert all(r.status is not None and r.status < 500 for r in emu.requests if r.status)
+
+
+async def test_builtin_defaults_validation_and_immutability(api: client.ApiClient,
+                                                            kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    ns = emu.add_namespace("team-a", labels={"tier": "gold"})
+    assert ns["metadata"]["labels"] == {"tier": "gold", "kubernetes.io/metadata.name": "team-a"}
+    # Over HTTP the status of a new claim/volume is reset and defaulted.
+    claim = await core.create_namespaced_persistent_volume_claim("default", {
+        "metadata": {"name": "c1"}, "status": {"phase": "Bound"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                 "storageClassName": ""}})
+    assert claim.status.phase == "Pending" and claim.spec.volume_mode == "Filesystem"
+    volume = await core.create_persistent_volume({
+        "metadata": {"name": "v1"}, "status": {"phase": "Bound"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "hostPath": {"path": "/x"}}})
+    assert volume.status.phase == "Available"
+    assert volume.spec.persistent_volume_reclaim_policy == "Retain"
+    pclass = emu.add_priority_class("batch", 10)
+    assert pclass["preemptionPolicy"] == "PreemptLowerPriority" and "globalDefault" not in pclass
+
+    async def status_of(coro: Any) -> tuple[int, str]:
+        try:
+            await coro
+        except ApiException as err:
+            return err.status, json.loads(err.body)["message"]
+        return 200, ""
+
+    # Validation (422) with the real messages.
+    code, msg = await status_of(core.create_namespaced_persistent_volume_claim("default", {
+        "metadata": {"name": "bad"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}}))
+    assert code == 422 and "spec.accessModes: Required value" in msg
+    code, msg = await status_of(client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+        "default", {"metadata": {"name": "bad"}, "spec": {"minAvailable": 1, "maxUnavailable": 1,
+                                                           "selector": {}}}))
+    assert code == 422 and "minAvailable and maxUnavailable cannot be both set" in msg
+    code, msg = await status_of(client.AppsV1Api(api).create_namespaced_replica_set("default", {
+        "metadata": {"name": "bad"}, "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    assert code == 422 and "`selector` does not match template `labels`" in msg
+    code, msg = await status_of(client.SchedulingV1Api(api).create_priority_class(
+        {"metadata": {"name": "huge"}, "value": 2_000_000_000}))
+    assert code == 422 and "maximum allowed value of a user defined priority" in msg
+    # Immutable fields.
+    emu.add_storage_class("sc", "csi.example.com")
+    code, msg = await status_of(client.StorageV1Api(api).patch_storage_class(
+        "sc", {"provisioner": "other"}))
+    assert code == 422 and "updates to provisioner are forbidden" in msg
+    code, msg = await status_of(client.SchedulingV1Api(api).patch_priority_class(
+        "batch", {"value": 11}))
+    assert code == 422 and "may not be changed in an update" in msg
+    code, msg = await status_of(core.patch_namespaced_persistent_volume_claim(
+        "c1", "default", {"spec": {"accessModes": ["ReadWriteMany"]}}))
+    assert code == 422 and "spec is immutable after creation" in msg
+    patched = await core.patch_namespaced_persistent_volume_claim(  # volumeName: settable once
+        "c1", "default", {"spec": {"volumeName": "v1"}})
+    assert patched.spec.volume_name == "v1"
+    code, msg = await status_of(core.patch_namespaced_persistent_volume_claim(
+        "c1", "default", {"spec": {"volumeName": "v2"}}))
+    assert code == 422
+    # Admission: system classes cannot go, a second global default cannot come (403).
+    code, msg = await status_of(client.SchedulingV1Api(api).delete_priority_class(
+        "system-cluster-critical"))
+    assert code == 403 and "system priority class" in msg
+    emu.add_priority_class("default-prio", 5, global_default=True)
+    code, msg = await status_of(client.SchedulingV1Api(api).create_priority_class(
+        {"metadata": {"name": "another"}, "value": 6, "globalDefault": True}))
+    assert code == 403 and "PriorityClass default-prio is already marked as default" in msg
+    # DefaultStorageClass admission: a claim without a class gets the default one.
+    emu.add_storage_class("standard", "csi.example.com", default=True)
+    assert emu.add_pvc("c2", storage_class=None)["spec"]["storageClassName"] == "standard"
+    assert emu.add_pvc("c3", storage_class="")["spec"]["storageClassName"] == ""
+    # Services: an allocated ClusterIP that updates keep; ports merge on `port`.
+    svc = emu.add_service("web", selector={"app": "web"}, ports=(80, 443))
+    assert svc["spec"]["clusterIP"].startswith("10.96.") and svc["spec"]["type"] == "ClusterIP"
+    merged = await core.patch_namespaced_service("web", "default", {"spec": {"ports": [
+        {"port": 443, "name": "https"}]}})
+    assert [(p.port, p.name) for p in merged.spec.ports] == [(80, "tcp-80"), (443, "https")]
+    assert merged.spec.cluster_ip == svc["spec"]["clusterIP"]
+
+
+async def test_pod_priority_admission(api: client.ApiClient, kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    emu.add_priority_class("high", 1000)
+    emu.add_priority_class("polite", 500, preemption_policy="Never")
+    high = await core.create_namespaced_pod("default", pod_body("p1", priorityClassName="high"))
+    assert high.spec.priority == 1000 and high.spec.preemption_policy == "PreemptLowerPriority"
+    polite = await core.create_namespaced_pod("default", pod_body("p2", priorityClassName="polite"))
+    assert polite.spec.priority == 500 and polite.spec.preemption_policy == "Never"
+    plain = await core.create_namespaced_pod("default", pod_body("p3"))
+    assert plain.spec.priority == 0 and plain.spec.priority_class_name is None
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_pod("default", pod_body("p4", priorityClassName="nope"))
+    body = json.loads(exc.value.body)
+    assert exc.value.status == 403 and body["reason"] == "Forbidden"
+    assert body["message"] == 'pods "p4" is forbidden: no PriorityClass with name nope was found'
+    with pytest.raises(ApiException) as exc:
+        await core.create_namespaced_pod("default", pod_body("p5", priorityClassName="high",
+                                                             priority=7))
+    assert exc.value.status == 403 and "must not be provided in pod spec" in exc.value.body
+    assert emu.get("pods", "p4") is None and emu.get("pods", "p5") is None
+    # The helpers go through the same admission...
+    assert emu.add_pod("p6", priority_class="high")["spec"]["priority"] == 1000
+    with pytest.raises(ApiError) as err:
+        emu.add_pod("p7", priority_class="nope")
+    assert err.value.code == 403
+    # ...but god mode trusts a pod that already has its priority (recorded clusters).
+    assert emu.add_pod("p8", priority=42, priority_class="gone")["spec"]["priority"] == 42
+    # A global default class applies to pods without a class name.
+    emu.add_priority_class("everyone", 7, global_default=True)
+    dflt = await core.create_namespaced_pod("default", pod_body("p9"))
+    assert (dflt.spec.priority_class_name, dflt.spec.priority) == ("everyone", 7)
+    assert emu.add_pod("p10")["spec"]["priority"] == 7
+    # Updates that omit the resolved fields keep them (the pod spec is immutable otherwise).
+    current = await core.read_namespaced_pod("p1", "default")
+    current.spec.priority = None
+    current.spec.preemption_policy = None
+    replaced = await core.replace_namespaced_pod("p1", "default", current)
+    assert replaced.spec.priority == 1000
+
+
+async def test_pod_status_patch_disruption_target_and_nominated_node(
+        api: client.ApiClient, kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    emu.add_node("n1")
+    emu.add_pod("victim", node_name="n1")
+    emu.add_pod("preemptor")
+    emu.patch("pods", "victim", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}})
+    patched = await core.patch_namespaced_pod_status("victim", "default", {"status": {
+        "conditions": [{"type": "DisruptionTarget", "status": "True",
+                        "reason": "PreemptionByScheduler",
+                        "message": "placer: preempting to accommodate a higher priority pod",
+                        "lastTransitionTime": "2024-01-01T00:00:00Z"}]}})
+    conds = {c.type: c for c in patched.status.conditions}
+    assert set(conds) == {"PodScheduled", "Ready", "DisruptionTarget"}
+    assert conds["DisruptionTarget"].reason == "PreemptionByScheduler"
+    nominated = await core.patch_namespaced_pod_status("preemptor", "default", {"status": {
+        "nominatedNodeName": "n1"}})
+    assert nominated.status.nominated_node_name == "n1" and nominated.status.phase == "Pending"
+    listed = await core.list_namespaced_pod("default", field_selector="status.nominatedNodeName=n1")
+    assert [p.metadata.name for p in listed.items] == ["preemptor"]
+    cleared = await core.patch_namespaced_pod_status("preemptor", "default", {"status": {
+        "nominatedNodeName": None}})
+    assert cleared.status.nominated_node_name is None
+    assert "nominatedNodeName" not in stored(emu, "pods", "preemptor")["status"]
+    assert stored(emu, "pods", "victim")["spec"]["nodeName"] == "n1"
+
+
+async def test_graceful_pod_deletion(api: client.ApiClient, kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    emu.add_node("n1")
+    for name in ("bound", "other", "forced", "kept"):
+        emu.add_pod(name, node_name="n1")
+    emu.add_pod("pending")
+    emu.add_pod("done", node_name="n1", phase="Succeeded")
+    # Off (the default): deletion is immediate even for bound pods.
+    await core.delete_namespaced_pod("other", "default")
+    assert emu.get("pods", "other") is None
+    emu.graceful_pod_deletion = True
+    rv = emu.resource_version
+    marked = await core.delete_namespaced_pod("bound", "default")
+    assert marked.metadata.deletion_timestamp is not None
+    assert marked.metadata.deletion_grace_period_seconds == 30
+    pod = emu.get("pods", "bound")
+    assert pod is not None and pod["metadata"]["deletionGracePeriodSeconds"] == 30
+    # Unbound and terminated pods go at once.
+    await core.delete_namespaced_pod("pending", "default")
+    await core.delete_namespaced_pod("done", "default")
+    assert emu.get("pods", "pending") is None and emu.get("pods", "done") is None
+    # A repeated DELETE changes nothing (only a shorter grace period would).
+    again = await core.delete_namespaced_pod("bound", "default")
+    assert again.metadata.resource_version == marked.metadata.resource_version
+    # The UID precondition still applies.
+    with pytest.raises(ApiException) as exc:
+        await core.delete_namespaced_pod("kept", "default", body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid="not-the-uid")))
+    assert exc.value.status == 409 and emu.get("pods", "kept") is not None
+    # gracePeriodSeconds=0 (query or body) removes at once.
+    await core.delete_namespaced_pod("forced", "default", grace_period_seconds=0)
+    assert emu.get("pods", "forced") is None
+    # The kubelet's part: finish the deletion.
+    gone = emu.finish_deletion("default", "bound")
+    assert gone is not None and emu.get("pods", "bound") is None
+    assert emu.finish_deletion("default", "bound") is None
+    events = names(await watch_events(emu, "/api/v1/namespaces/default/pods", rv))
+    assert events == [("MODIFIED", "bound"), ("DELETED", "pending"), ("DELETED", "done"),
+                      ("DELETED", "forced"), ("DELETED", "bound")]
+    # Finalizers keep a finished pod until they are removed.
+    emu.patch("pods", "kept", {"metadata": {"finalizers": ["example.com/hold"]}})
+    emu.delete("pods", "kept")
+    emu.finish_deletion("default", "kept")
+    kept = emu.get("pods", "kept")
+    assert kept is not None and kept["metadata"]["deletionGracePeriodSeconds"] == 0
+    emu.patch("pods", "kept", {"metadata": {"finalizers": None}})
+    assert emu.get("pods", "kept") is None
+    # Removing the finalizers while the grace period runs does not end it early.
+    emu.add_pod("slow", node_name="n1")
+    emu.patch("pods", "slow", {"metadata": {"finalizers": ["example.com/hold"]}})
+    emu.delete("pods", "slow")
+    emu.patch("pods", "slow", {"metadata": {"finalizers": None}})
+    assert emu.get("pods", "slow") is not None
+    emu.delete("pods", "slow", grace_period_seconds=0)
+    assert emu.get("pods", "slow") is None
+
+
+async def test_helpers_build_owned_pods_and_workloads(kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    rs = emu.add_replicaset("web-1", selector={"app": "web"}, replicas=3)
+    assert rs["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    assert rs["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
+    sts = emu.add_statefulset("db", selector={"matchExpressions": [
+        {"key": "app", "operator": "In", "values": ["db"]}]}, labels={"app": "db"}, replicas=2)
+    assert sts["spec"]["serviceName"] == "db" and sts["metadata"]["generation"] == 1
+    pod = emu.add_pod("web-1-abcde", labels={"app": "web"}, owner=rs, pvcs=["data"],
+                      metadata={"annotations": {"a": "b"}})
+    assert pod["metadata"]["ownerReferences"] == [{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
+        "uid": rs["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+    assert pod["metadata"]["annotations"] == {"a": "b"} and pod["metadata"]["labels"] == {"app": "web"}
+    assert pod["spec"]["volumes"] == [{"name": "pvc-0", "persistentVolumeClaim": {"claimName": "data"}}]
+    ref = emu.owner_reference(sts, controller=False)
+    assert (ref["kind"], ref["controller"]) == ("StatefulSet", False)
+    sc = emu.add_storage_class("zonal", "csi.example.com", binding_mode="WaitForFirstConsumer",
+                               allowed_topologies=[{"key": ZONE, "values": ["z1", "z2"]}],
+                               parameters={"type": "ssd"})
+    assert sc["allowedTopologies"] == [{"matchLabelExpressions": [
+        {"key": ZONE, "values": ["z1", "z2"]}]}]
+    pv = emu.add_pv("local-1", capacity="5Gi", storage_class="zonal", labels={"disk": "ssd"},
+                    node_affinity={"kubernetes.io/hostname": ["n1"]}, claim_ref=("default", "c"))
+    assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]
+    assert "local" in pv["spec"] and pv["spec"]["claimRef"]["name"] == "c"
+    assert pv["status"]["phase"] == "Available"
+    csi_pv = emu.add_pv("csi-1", csi_driver="csi.example.com", phase="Released")
+    assert csi_pv["spec"]["csi"] == {"driver": "csi.example.com", "volumeHandle": "csi-1"}
+    assert csi_pv["status"]["phase"] == "Released"
+    # A pre-bound claim comes Bound, and so does its (free) volume.
+    emu.add_pv("static-1", capacity="2Gi")
+    claim = emu.add_pvc("pre", storage_class="", volume_name="static-1", size="1Gi")
+    assert claim["status"] == {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                               "capacity": {"storage": "2Gi"}}
+    volume = emu.get("pv", "static-1")
+    assert volume is not None and volume["status"]["phase"] == "Bound"
+    assert volume["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+    csinode = emu.add_csinode("n1", {"csi.example.com": 16, "other.example.com": None})
+    assert csinode["spec"]["drivers"] == [
+        {"name": "csi.example.com", "nodeID": "n1", "allocatable": {"count": 16}},
+        {"name": "other.example.com", "nodeID": "n1"}]
+
+
+async def test_pv_controller_completes_a_static_binding(api: client.ApiClient,
+                                                        kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    emu.add_storage_class("local", "kubernetes.io/no-provisioner",
+                          binding_mode="WaitForFirstConsumer")
+    emu.add_pv("pv-small", capacity="1Gi", storage_class="local")
+    emu.add_pv("pv-big", capacity="10Gi", storage_class="local",
+               access_modes=("ReadWriteOnce", "ReadOnlyMany"))
+    claim = emu.add_pvc("data", storage_class="local", size="5Gi")
+    uid = claim["metadata"]["uid"]
+    ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "default",
+           "name": "data", "uid": uid}
+    # Off: setting a claimRef binds nothing more.
+    await core.patch_persistent_volume("pv-big", {"spec": {"claimRef": ref}})
+    assert stored(emu, "pvc", "data")["status"]["phase"] == "Pending"
+    await core.patch_persistent_volume("pv-big", {"spec": {"claimRef": None}})
+    # On (and WaitForFirstConsumer): nothing until the scheduler picks a volume...
+    emu.pv_controller = True
+    assert stored(emu, "pvc", "data")["status"]["phase"] == "Pending"
+    # ...a too small one is refused, as FindMatchingVolume refuses it...
+    await core.patch_persistent_volume("pv-small", {"spec": {"claimRef": ref}})
+    assert stored(emu, "pvc", "data")["status"]["phase"] == "Pending"
+    await core.patch_persistent_volume("pv-small", {"spec": {"claimRef": None}})
+    # ...a fitting one gets bound, in the PV controller's four writes.
+    rv = emu.resource_version
+    await core.patch_persistent_volume("pv-big", {
+        "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+        "spec": {"claimRef": ref}})
+    bound = await core.read_namespaced_persistent_volume_claim("data", "default")
+    assert bound.spec.volume_name == "pv-big" and bound.status.phase == "Bound"
+    assert bound.status.capacity == {"storage": "10Gi"}
+    assert bound.status.access_modes == ["ReadWriteOnce", "ReadOnlyMany"]
+    assert bound.metadata.annotations["pv.kubernetes.io/bind-completed"] == "yes"
+    assert (await core.read_persistent_volume("pv-big")).status.phase == "Bound"
+    pv_events = await watch_events(emu, "/api/v1/persistentvolumes", rv)
+    assert [(t, o["metadata"]["name"], (o.get("status") or {}).get("phase")) for t, o in pv_events] \
+        == [("MODIFIED", "pv-big", "Available"), ("MODIFIED", "pv-big", "Bound")]
+    claim_events = await watch_events(emu, "/api/v1/namespaces/default/persistentvolumeclaims", rv)
+    assert [(t, o["spec"].get("volumeName"), o["status"]["phase"]) for t, o in claim_events] == [
+        ("MODIFIED", "pv-big", "Pending"), ("MODIFIED", "pv-big", "Bound")]
+    # Claims of Immediate classes (or none) are matched by the controller itself: smallest fit.
+    emu.add_pv("pv-a", capacity="3Gi")
+    emu.add_pv("pv-b", capacity="2Gi")
+    emu.add_pv("pv-c", capacity="1Gi")
+    emu.add_pvc("logs", storage_class="", size="2Gi")
+    assert stored(emu, "pvc", "logs")["spec"]["volumeName"] == "pv-b"
+    # A pre-bound PV (claimRef without uid) is bound when its claim comes, uid filled in.
+    emu.add_pv("pv-pre", capacity="1Gi", claim_ref=("default", "later"))
+    later = emu.add_pvc("later", storage_class="", size="1Gi")
+    assert later["spec"]["volumeName"] == "pv-pre" and later["status"]["phase"] == "Bound"
+    assert stored(emu, "pv", "pv-pre")["spec"]["claimRef"]["uid"] == later["metadata"]["uid"]
+    # Deleting a claim releases its volume (Retain).
+    emu.delete("pvc", "later")
+    assert stored(emu, "pv", "pv-pre")["status"]["phase"] == "Released"
+
+
+async def test_pv_controller_delay(kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    emu.pv_controller = True
+    emu.pv_controller_delay = 0.05
+    emu.add_pv("pv1", capacity="1Gi")
+    emu.add_pvc("c1", storage_class="")
+    assert stored(emu, "pvc", "c1")["status"]["phase"] == "Pending"
+    await emu.wait_for(lambda: (emu.get("pvc", "c1") or {})["status"]["phase"] == "Bound",
+                       timeout=2)
+    assert stored(emu, "pv", "pv1")["status"]["phase"] == "Bound"
+
+
+async def test_provision_creates_and_binds_a_volume(kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    emu.add_storage_class("fast", "csi.example.com", binding_mode="WaitForFirstConsumer",
+                          reclaim_policy="Retain")
+    claim = emu.add_pvc("data", storage_class="fast", size="3Gi",
+                        access_modes=("ReadWriteOncePod",))
+    rv = emu.resource_version
+    pv = emu.provision("default", "data", node_affinity={ZONE: ["z1"]})
+    assert pv["metadata"]["name"] == f"pvc-{claim['metadata']['uid']}"
+    assert pv["spec"]["csi"]["driver"] == "csi.example.com"
+    assert pv["spec"]["capacity"] == {"storage": "3Gi"}
+    assert pv["spec"]["accessModes"] == ["ReadWriteOncePod"]
+    assert pv["spec"]["storageClassName"] == "fast"
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert pv["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+    assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": ZONE, "operator": "In", "values": ["z1"]}]
+    assert pv["status"]["phase"] == "Bound"
+    assert pv["metadata"]["annotations"] == {"pv.kubernetes.io/provisioned-by": "csi.example.com"}
+    bound = emu.get("pvc", "data")
+    assert bound is not None and bound["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert bound["status"]["phase"] == "Bound"
+    assert bound["metadata"]["annotations"]["volume.kubernetes.io/storage-provisioner"] == \
+        "csi.example.com"
+    events = names(await watch_events(emu, "/api/v1/persistentvolumes", rv))
+    assert [e[0] for e in events] == ["ADDED", "MODIFIED"]
+    named = emu.add_pvc("other", storage_class="fast")
+    assert named["status"]["phase"] == "Pending"
+    assert emu.provision("default", "other", pv_name="my-pv", csi_driver="other.example.com")[
+        "spec"]["csi"] == {"driver": "other.example.com", "volumeHandle": "my-pv"}
+    with pytest.raises(ValueError, match="already bound"):
+        emu.provision("default", "other")
+
+
+async def test_auto_provision_follows_the_selected_node(api: client.ApiClient,
+                                                         kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    emu.auto_provision = {"csi.example.com": ZONE, "local.example.com": "kubernetes.io/hostname"}
+    emu.add_node("n1", labels={ZONE: "z1"})
+    emu.add_node("n2")
+    emu.add_storage_class("zonal", "csi.example.com", binding_mode="WaitForFirstConsumer")
+    emu.add_storage_class("local", "local.example.com", binding_mode="WaitForFirstConsumer")
+    emu.add_storage_class("manual", "manual.example.com", binding_mode="WaitForFirstConsumer")
+    for name, sc in (("z", "zonal"), ("h", "local"), ("m", "manual"), ("lost", "zonal")):
+        emu.add_pvc(name, storage_class=sc)
+    assert emu.list("pv") == []  # nothing before the scheduler selects a node
+    for name, node in (("z", "n1"), ("h", "n2"), ("m", "n1"), ("lost", "n2")):
+        await core.patch_namespaced_persistent_volume_claim(
+            name, "default", {"metadata": {"annotations": {SELECTED_NODE: node}}})
+    zonal = emu.get("pvc", "z")
+    assert zonal is not None and zonal["status"]["phase"] == "Bound"
+    pv = emu.get("pv", zonal["spec"]["volumeName"])
+    assert pv is not None and pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z1"]}]}]
+    local = emu.get("pvc", "h")
+    assert local is not None and local["status"]["phase"] == "Bound"
+    pv = emu.get("pv", local["spec"]["volumeName"])
+    assert pv is not None and pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]["values"] == ["n2"]
+    assert stored(emu, "pvc", "m")["status"]["phase"] == "Pending"
+    # n2 has no zone: the provisioner gives up and drops the annotation (the scheduler retries).
+    lost = emu.get("pvc", "lost")
+    assert lost is not None and lost["status"]["phase"] == "Pending"
+    assert SELECTED_NODE not in (lost["metadata"].get("annotations") or {})
+    assert len(emu.list("pv")) == 2
+    # Immediate classes are provisioned at once, within allowedTopologies.
+    emu.add_storage_class("now", "csi.example.com",
+                          allowed_topologies=[{"key": ZONE, "values": ["z3"]}])
+    now = emu.add_pvc("now", storage_class="now")
+    assert now["status"]["phase"] == "Bound"
+    pv = emu.get("pv", now["spec"]["volumeName"])
+    assert pv is not None and pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]["values"] == ["z3"]
+
+
+async def test_pdb_status_as_the_disruption_controller_computes_it(
+        kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    for i in range(5):
+        emu.add_pod(f"web-{i}", labels={"app": "web"}, node_name="n1")
+    emu.add_pod("web-done", labels={"app": "web"}, phase="Failed")
+    emu.add_pod("other", labels={"app": "db"})
+    emu.patch("pods", "web-4", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    emu.add_pdb("min-int", selector={"app": "web"}, min_available=2)
+    emu.add_pdb("min-pct", selector={"app": "web"}, min_available="50%")
+    emu.add_pdb("max-int", selector={"app": "web"}, max_unavailable=1)
+    emu.add_pdb("max-pct", selector={"matchExpressions": [
+        {"key": "app", "operator": "In", "values": ["web"]}]}, max_unavailable="30%")
+    assert stored(emu, "pdb", "min-int")["status"]["disruptionsAllowed"] == 0
+
+    def status(name: str) -> tuple[int, int, int, int]:
+        st = emu.update_pdb_status(name)["status"]
+        return st["expectedPods"], st["currentHealthy"], st["desiredHealthy"], st["disruptionsAllowed"]
+
+    # 6 matching pods; healthy: 4 (web-done is terminal, web-4 is not Ready).
+    assert status("min-int") == (6, 4, 2, 2)
+    assert status("min-pct") == (6, 4, 3, 1)      # 50% of 6 = 3
+    assert status("max-int") == (6, 4, 5, 0)      # 6 - 1
+    assert status("max-pct") == (6, 4, 4, 0)      # 30% of 6 = 1.8 -> 2 unavailable allowed
+    pdb = emu.get("pdb", "min-int")
+    assert pdb is not None and pdb["status"]["observedGeneration"] == 1
+    assert pdb["status"]["conditions"][0]["type"] == "DisruptionAllowed"
+    assert pdb["status"]["conditions"][0]["status"] == "True"
+    # Terminating pods are not healthy either.
+    emu.graceful_pod_deletion = True
+    emu.delete("pods", "web-0")
+    assert status("min-int") == (6, 3, 2, 1)
+    # The controller mode keeps all of them current.
+    emu.pdb_controller = True
+    emu.add_pod("web-5", labels={"app": "web"})
+    assert stored(emu, "pdb", "min-int")["status"]["currentHealthy"] == 4
+    assert stored(emu, "pdb", "max-pct")["status"]["expectedPods"] == 7
+    emu.patch("pdb", "min-int", {"spec": {"minAvailable": 4}})
+    pdb = emu.get("pdb", "min-int")
+    assert pdb is not None and pdb["metadata"]["generation"] == 2
+    assert pdb["status"]["observedGeneration"] == 2 and pdb["status"]["disruptionsAllowed"] == 0
+    assert pdb["status"]["conditions"][0]["reason"] == "InsufficientPods"
+    rv = emu.resource_version
+    emu.finish_deletion("default", "web-0")
+    events = [(t, o["metadata"]["name"]) for t, o in await watch_events(
+        emu, "/apis/policy/v1/namespaces/default/poddisruptionbudgets", rv)]
+    assert ("MODIFIED", "min-int") in events and ("MODIFIED", "max-pct") in events
+    assert emu.add_pdb("none", selector={"app": "nothing"}, min_available=0)["status"][
+        "disruptionsAllowed"] == 0

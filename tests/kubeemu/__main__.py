@@ -30,6 +30,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bookmark-interval", type=float, default=30.0)
     parser.add_argument("--no-record-requests", action="store_true",
                         help="do not keep the request log (saves memory in long benchmarks)")
+    parser.add_argument("--graceful-pod-deletion", action="store_true",
+                        help="deleting a bound pod only marks it (POST /_emu/finish-deletion)")
+    parser.add_argument("--pv-controller", action="store_true",
+                        help="complete volume bindings as kube's PV controller does")
+    parser.add_argument("--pdb-controller", action="store_true",
+                        help="keep PodDisruptionBudget statuses current")
+    parser.add_argument("--auto-provision", action="append", default=[],
+                        metavar="PROVISIONER=TOPOLOGY_KEY",
+                        help="play this provisioner for claims of its classes (repeatable)")
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -44,7 +53,10 @@ async def serve(args: argparse.Namespace) -> None:
     """Start, announce the port, and wait for a termination signal."""
     emu = KubeEmulator(args.host, args.port, history_size=args.history_size,
                        bookmark_interval=args.bookmark_interval,
-                       record_requests=not args.no_record_requests)
+                       record_requests=not args.no_record_requests,
+                       graceful_pod_deletion=args.graceful_pod_deletion,
+                       pv_controller=args.pv_controller, pdb_controller=args.pdb_controller,
+                       auto_provision=dict(item.split("=", 1) for item in args.auto_provision))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

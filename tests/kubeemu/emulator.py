@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from . import kinds
 from .capacity import CapacityViolation, audit_capacity
+from .controllers import Controllers
 from .errors import ApiError
 from .faults import FaultInjector, FaultRule
 from .patching import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
@@ -27,6 +29,13 @@ T = TypeVar("T")
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _PATCH_TYPES = {"merge": MERGE_PATCH, "strategic": STRATEGIC_MERGE_PATCH, "json": JSON_PATCH}
+
+
+def label_selector(selector: Obj) -> Obj:
+    """A ``metav1.LabelSelector``: given as is, or built from a plain ``{label: value}`` map."""
+    if "matchLabels" in selector or "matchExpressions" in selector:
+        return copy.deepcopy(selector)
+    return {"matchLabels": dict(selector)}
 
 
 def kubeconfig_text(url: str, namespace: str = "default") -> str:
@@ -72,12 +81,22 @@ class KubeEmulator:
         strict_namespaces: bool = False,
         record_requests: bool = True,
         builtin_crds: bool = True,
+        graceful_pod_deletion: bool = False,
+        pv_controller: bool = False,
+        pv_controller_delay: float = 0.0,
+        pdb_controller: bool = False,
+        auto_provision: dict[str, str] | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.registry = Registry(builtin_resources())
         self.store = Store(self.registry, history_size=history_size,
-                           strict_namespaces=strict_namespaces)
+                           strict_namespaces=strict_namespaces,
+                           graceful_pod_deletion=graceful_pod_deletion)
+        self.controllers = Controllers(self.store, pv_controller=pv_controller,
+                                       pv_controller_delay=pv_controller_delay,
+                                       pdb_controller=pdb_controller,
+                                       auto_provision=auto_provision)
         self.faults = FaultInjector()
         self.server = ApiServer(self.store, self.registry, self.faults,
                                 bookmark_interval=bookmark_interval, watch_delay=watch_delay,
@@ -90,6 +109,9 @@ class KubeEmulator:
         self.store.on_change.append(self._notify)
         for ns in DEFAULT_NAMESPACES:
             self.create("namespaces", {"metadata": {"name": ns}})
+        for pc_name, (value, description) in kinds.SYSTEM_PRIORITY_CLASSES.items():
+            self.create("priorityclasses", {"metadata": {"name": pc_name}, "value": value,
+                                            "description": description})
         if builtin_crds:
             self.create("customresourcedefinitions", schedulerprofile_crd())
 
@@ -120,6 +142,7 @@ class KubeEmulator:
 
     async def stop(self) -> None:
         """End all watches, close all connections, release the port."""
+        self.controllers.close()
         for task in [self._offline_task, *self._control_tasks]:
             if task is not None:
                 task.cancel()
@@ -285,11 +308,14 @@ class KubeEmulator:
                                                 obj["metadata"]["name"], copy.deepcopy(obj),
                                                 subresource))
 
-    def delete(self, resource: str, name: str, namespace: str | None = None) -> Obj | None:
-        """Delete (or mark for deletion if finalizers remain); None if it did not exist."""
+    def delete(self, resource: str, name: str, namespace: str | None = None, *,
+               grace_period_seconds: int | None = None) -> Obj | None:
+        """Delete like a DELETE (marked only while finalizers remain or, with
+        ``graceful_pod_deletion``, a bound pod's grace period runs); None if it did not exist."""
         rdef = self.resource(resource)
         try:
-            return copy.deepcopy(self.store.delete(rdef, self._ns(rdef, namespace), name))
+            return copy.deepcopy(self.store.delete(rdef, self._ns(rdef, namespace), name,
+                                                   grace_period_seconds=grace_period_seconds))
         except ApiError as err:
             if err.code == 404:
                 return None
@@ -376,8 +402,17 @@ class KubeEmulator:
         priority: int | None = None,
         phase: str | None = None,
         spec: Obj | None = None,
+        priority_class: str | None = None,
+        pvcs: Iterable[str] = (),
+        owner: Obj | None = None,
+        metadata: Obj | None = None,
     ) -> Obj:
-        """Create a one-container Pod; ``spec`` entries override the generated ones."""
+        """Create a one-container Pod; ``spec``/``metadata`` entries override the generated ones.
+
+        ``priority_class`` is resolved by admission (403 if missing) unless ``priority`` is
+        given too; ``pvcs`` become volumes; ``owner`` (a ReplicaSet, StatefulSet...) becomes
+        the controller ownerReference.
+        """
         requests: dict[str, str] = {}
         if cpu is not None:
             requests["cpu"] = cpu
@@ -394,13 +429,209 @@ class KubeEmulator:
             pod_spec["nodeName"] = node_name
         if priority is not None:
             pod_spec["priority"] = priority
+        if priority_class is not None:
+            pod_spec["priorityClassName"] = priority_class
+        claims = list(pvcs)
+        if claims:
+            pod_spec["volumes"] = [{"name": f"pvc-{idx}", "persistentVolumeClaim": {"claimName": c}}
+                                   for idx, c in enumerate(claims)]
         pod_spec.update(spec or {})
-        body: Obj = {"metadata": {"name": name, "namespace": namespace,
-                                  "labels": dict(labels or {})},
-                     "spec": pod_spec}
+        meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+        if owner is not None:
+            meta["ownerReferences"] = [self.owner_reference(owner)]
+        meta.update(metadata or {})
+        body: Obj = {"metadata": meta, "spec": pod_spec}
         if phase:
             body["status"] = {"phase": phase}
         return self.create("pods", body)
+
+    @staticmethod
+    def owner_reference(obj: Obj, controller: bool = True) -> Obj:
+        """An ownerReference to ``obj`` (a ReplicaSet, StatefulSet...), for the pods it owns."""
+        meta = obj["metadata"]
+        return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
+                "uid": meta["uid"], "controller": controller, "blockOwnerDeletion": True}
+
+    def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> Obj:
+        """Create a Namespace (the server adds ``kubernetes.io/metadata.name``)."""
+        return self.create("namespaces", {"metadata": {"name": name, "labels": dict(labels or {})}})
+
+    def add_service(self, name: str, namespace: str = "default",
+                    selector: dict[str, str] | None = None, *, ports: Iterable[int] = (80,)
+                    ) -> Obj:
+        """Create a ClusterIP Service selecting pods by ``selector`` (an IP is allocated)."""
+        spec: Obj = {"ports": [{"name": f"tcp-{port}", "port": port} for port in ports]}
+        if selector is not None:
+            spec["selector"] = dict(selector)
+        return self.create("services", {"metadata": {"name": name, "namespace": namespace},
+                                        "spec": spec})
+
+    def _workload(self, resource: str, name: str, namespace: str, selector: Obj, replicas: int,
+                  labels: dict[str, str] | None, spec: Obj | None, extra: Obj) -> Obj:
+        sel = label_selector(selector)
+        template_labels = dict(labels if labels is not None else sel.get("matchLabels") or {})
+        body_spec: Obj = {
+            "replicas": replicas, "selector": sel, **extra,
+            "template": {"metadata": {"labels": template_labels}, "spec": {"containers": [
+                {"name": "main", "image": "registry.k8s.io/pause:3.9"}]}},
+        }
+        body_spec.update(spec or {})
+        return self.create(resource, {"metadata": {"name": name, "namespace": namespace},
+                                      "spec": body_spec})
+
+    def add_replicaset(self, name: str, namespace: str = "default", *, selector: Obj,
+                       replicas: int = 1, labels: dict[str, str] | None = None,
+                       spec: Obj | None = None) -> Obj:
+        """Create a ReplicaSet (no controller runs: add its pods with ``add_pod(owner=rs)``).
+
+        ``selector`` is ``{label: value}`` or a full LabelSelector; the template carries
+        ``labels``, by default the selector's matchLabels.
+        """
+        return self._workload("replicasets", name, namespace, selector, replicas, labels, spec,
+                              {})
+
+    def add_statefulset(self, name: str, namespace: str = "default", *, selector: Obj,
+                        replicas: int = 1, labels: dict[str, str] | None = None,
+                        service_name: str | None = None, spec: Obj | None = None) -> Obj:
+        """Create a StatefulSet, like :meth:`add_replicaset` (``serviceName`` defaults to it)."""
+        return self._workload("statefulsets", name, namespace, selector, replicas, labels, spec,
+                              {"serviceName": service_name or name})
+
+    def add_storage_class(self, name: str, provisioner: str, *, binding_mode: str = "Immediate",
+                          allowed_topologies: Iterable[Obj] | None = None,
+                          parameters: dict[str, str] | None = None,
+                          reclaim_policy: str = "Delete", default: bool = False) -> Obj:
+        """Create a StorageClass; ``allowed_topologies`` is a list of ``{key, values}`` (one
+        term, all required); ``default`` marks it the class claims without one get."""
+        body: Obj = {"metadata": {"name": name}, "provisioner": provisioner,
+                     "reclaimPolicy": reclaim_policy, "volumeBindingMode": binding_mode}
+        if default:
+            body["metadata"]["annotations"] = {kinds.ANN_DEFAULT_CLASS: "true"}
+        if parameters:
+            body["parameters"] = dict(parameters)
+        if allowed_topologies:
+            body["allowedTopologies"] = [{"matchLabelExpressions": [
+                {"key": t["key"], "values": list(t["values"])} for t in allowed_topologies]}]
+        return self.create("storageclasses", body)
+
+    def add_pv(self, name: str, *, capacity: str = "10Gi",
+               access_modes: Iterable[str] = ("ReadWriteOnce",), storage_class: str = "",
+               node_affinity: dict[str, Iterable[str]] | None = None,
+               labels: dict[str, str] | None = None, csi_driver: str | None = None,
+               claim_ref: tuple[str, str] | None = None, phase: str | None = None,
+               reclaim_policy: str | None = None) -> Obj:
+        """Create a static PersistentVolume (status Available unless ``phase``).
+
+        ``node_affinity`` maps label keys to allowed values; the source is CSI with
+        ``csi_driver``, else ``local`` (with affinity) or ``hostPath``. ``claim_ref`` pre-binds
+        it to ``(namespace, name)`` (no uid, as an admin writes it).
+        """
+        spec: Obj = {"capacity": {"storage": capacity}, "accessModes": list(access_modes)}
+        if storage_class:
+            spec["storageClassName"] = storage_class
+        if reclaim_policy:
+            spec["persistentVolumeReclaimPolicy"] = reclaim_policy
+        if csi_driver:
+            spec["csi"] = {"driver": csi_driver, "volumeHandle": name}
+        elif node_affinity:
+            spec["local"] = {"path": f"/mnt/disks/{name}"}
+        else:
+            spec["hostPath"] = {"path": f"/mnt/data/{name}"}
+        affinity = kinds.node_affinity(node_affinity)
+        if affinity is not None:
+            spec["nodeAffinity"] = affinity
+        if claim_ref is not None:
+            spec["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                "namespace": claim_ref[0], "name": claim_ref[1]}
+        body: Obj = {"metadata": {"name": name, "labels": dict(labels or {})}, "spec": spec}
+        if phase:
+            body["status"] = {"phase": phase}
+        self.create("persistentvolumes", body)
+        return self.get("persistentvolumes", name) or {}
+
+    def add_pvc(self, name: str, namespace: str = "default", *, storage_class: str | None,
+                size: str = "1Gi", access_modes: Iterable[str] = ("ReadWriteOnce",),
+                volume_name: str | None = None, selector: Obj | None = None,
+                annotations: dict[str, str] | None = None) -> Obj:
+        """Create a PersistentVolumeClaim (Pending); ``storage_class=None`` leaves the class to
+        the default StorageClass, ``""`` asks for none. With ``volume_name`` it is created
+        Bound, as the PV controller leaves a pre-bound pair (the PV, if it exists and is free,
+        gets the claimRef and Bound too)."""
+        spec: Obj = {"accessModes": list(access_modes),
+                     "resources": {"requests": {"storage": size}}}
+        if storage_class is not None:
+            spec["storageClassName"] = storage_class
+        if selector is not None:
+            spec["selector"] = label_selector(selector)
+        meta: Obj = {"name": name, "namespace": namespace,
+                     "annotations": dict(annotations or {})}
+        body: Obj = {"metadata": meta, "spec": spec}
+        pv = self.get("persistentvolumes", volume_name) if volume_name else None
+        with self.store.batch():
+            if volume_name:
+                spec["volumeName"] = volume_name
+                meta["annotations"].setdefault(kinds.ANN_BIND_COMPLETED, "yes")
+                pspec = (pv or {}).get("spec") or {}
+                body["status"] = {"phase": "Bound",
+                                  "accessModes": list(pspec.get("accessModes") or access_modes),
+                                  "capacity": dict(pspec.get("capacity") or {"storage": size})}
+            claim = self.create("persistentvolumeclaims", body)
+            if pv is not None:
+                ref = pv["spec"].get("claimRef")
+                if not ref or (ref.get("namespace"), ref.get("name")) == (namespace, name):
+                    self.patch("persistentvolumes", volume_name or "", {
+                        "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                              "namespace": namespace, "name": name,
+                                              "uid": claim["metadata"]["uid"]}},
+                        "status": {"phase": "Bound"}})
+        return self.get("persistentvolumeclaims", name, namespace) or {}
+
+    def add_csinode(self, node_name: str, drivers: dict[str, int | None]) -> Obj:
+        """Create the CSINode of a node: driver name -> volume limit (None = no limit)."""
+        entries: list[Obj] = []
+        for driver, count in drivers.items():
+            entry: Obj = {"name": driver, "nodeID": node_name}
+            if count is not None:
+                entry["allocatable"] = {"count": count}
+            entries.append(entry)
+        meta: Obj = {"name": node_name}
+        node = self.get("nodes", node_name)
+        if node is not None:  # the kubelet makes its Node the owner
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name,
+                                        "uid": node["metadata"]["uid"]}]
+        return self.create("csinodes", {"metadata": meta, "spec": {"drivers": entries}})
+
+    def add_pdb(self, name: str, namespace: str = "default", *, selector: Obj,
+                min_available: int | str | None = None,
+                max_unavailable: int | str | None = None) -> Obj:
+        """Create a PodDisruptionBudget (status zeroed until :meth:`update_pdb_status`, or kept
+        current with ``pdb_controller``)."""
+        spec: Obj = {"selector": label_selector(selector)}
+        if min_available is not None:
+            spec["minAvailable"] = min_available
+        if max_unavailable is not None:
+            spec["maxUnavailable"] = max_unavailable
+        self.create("poddisruptionbudgets", {"metadata": {"name": name, "namespace": namespace},
+                                             "spec": spec})
+        return self.get("poddisruptionbudgets", name, namespace) or {}
+
+    def update_pdb_status(self, name: str, namespace: str = "default") -> Obj:
+        """Compute and write a PDB's status as the disruption controller would (see
+        :meth:`.controllers.Controllers.pdb_status`); emits MODIFIED if it changed."""
+        return copy.deepcopy(self.controllers.update_pdb_status(namespace, name))
+
+    def add_priority_class(self, name: str, value: int, *, global_default: bool = False,
+                           preemption_policy: str | None = None,
+                           description: str | None = None) -> Obj:
+        """Create a PriorityClass (preemptionPolicy defaults to PreemptLowerPriority)."""
+        body: Obj = {"metadata": {"name": name}, "value": value}
+        if global_default:
+            body["globalDefault"] = True
+        if preemption_policy is not None:
+            body["preemptionPolicy"] = preemption_policy
+        if description is not None:
+            body["description"] = description
+        return self.create("priorityclasses", body)
 
     def set_node_metrics(self, name: str, cpu: str, memory: str, window: str = "10s") -> Obj:
         """Create or replace the ``metrics.k8s.io`` NodeMetrics of a node."""
@@ -409,6 +640,69 @@ class KubeEmulator:
         if self.get("metrics.k8s.io/v1beta1/nodes", name) is not None:
             return self.replace("metrics.k8s.io/v1beta1/nodes", body)
         return self.create("metrics.k8s.io/v1beta1/nodes", body)
+
+    # --- emulated kubelet and controllers -----------------------------------------------------
+
+    @property
+    def graceful_pod_deletion(self) -> bool:
+        """Deleting a bound pod only marks it (deletionTimestamp, grace period) until
+        :meth:`finish_deletion` or a DELETE with ``gracePeriodSeconds: 0``."""
+        return self.store.graceful_pod_deletion
+
+    @graceful_pod_deletion.setter
+    def graceful_pod_deletion(self, on: bool) -> None:
+        self.store.graceful_pod_deletion = on
+
+    def finish_deletion(self, namespace: str, name: str) -> Obj | None:
+        """Play the kubelet: a terminating pod's containers stopped, delete it with grace 0
+        (it stays while finalizers remain). Returns the last state; None if it did not exist."""
+        return copy.deepcopy(self.store.finish_pod_deletion(namespace, name))
+
+    @property
+    def pv_controller(self) -> bool:
+        """Complete volume bindings as kube's PV controller does (turning it on catches up)."""
+        return self.controllers.pv_controller
+
+    @pv_controller.setter
+    def pv_controller(self, on: bool) -> None:
+        self.controllers.pv_controller = on
+
+    @property
+    def pv_controller_delay(self) -> float:
+        """Seconds the PV controller and auto-provisioning wait before acting (0: at once)."""
+        return self.controllers.pv_controller_delay
+
+    @pv_controller_delay.setter
+    def pv_controller_delay(self, seconds: float) -> None:
+        self.controllers.pv_controller_delay = seconds
+
+    @property
+    def auto_provision(self) -> dict[str, str]:
+        """Provisioner name -> topology label key, for the provisioners to play."""
+        return self.controllers.auto_provision
+
+    @auto_provision.setter
+    def auto_provision(self, provisioners: dict[str, str] | None) -> None:
+        self.controllers.auto_provision = dict(provisioners or {})
+
+    @property
+    def pdb_controller(self) -> bool:
+        """Keep every PDB's status current as pods and PDBs change (turning it on catches up)."""
+        return self.controllers.pdb_controller
+
+    @pdb_controller.setter
+    def pdb_controller(self, on: bool) -> None:
+        self.controllers.pdb_controller = on
+
+    def provision(self, namespace: str, claim_name: str, *, pv_name: str | None = None,
+                  node_affinity: dict[str, Iterable[str]] | None = None,
+                  csi_driver: str | None = None) -> Obj:
+        """Play a provisioner for a claim: create a PV of its class, size and access modes
+        (``pvc-<uid>``, CSI source of the class's provisioner, claimRef to it), then bind both
+        as the PV controller does. Returns the PV."""
+        return copy.deepcopy(self.controllers.provision(
+            namespace, claim_name, pv_name=pv_name, node_affinity=node_affinity,
+            csi_driver=csi_driver))
 
     # --- observations ------------------------------------------------------------------------
 

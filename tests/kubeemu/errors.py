@@ -86,6 +86,13 @@ class ApiError(Exception):
                    {"name": name, "group": group, "kind": plural})
 
     @classmethod
+    def forbidden(cls, plural: str, name: str, why: str, group: str = "") -> ApiError:
+        """``pods "x" is forbidden: why`` (admission refusals)."""
+        what = f"{plural}.{group}" if group else plural
+        return cls(403, f'{what} "{name}" is forbidden: {why}', "Forbidden",
+                   {"name": name, "group": group, "kind": plural})
+
+    @classmethod
     def stale(cls, plural: str, name: str, group: str = "") -> ApiError:
         """The optimistic-concurrency conflict."""
         return cls.conflict(plural, name, "the object has been modified; please apply your "

@@ -37,6 +37,11 @@ MERGE_KEYS: dict[str, str] = {
     "resourceClaims": "name",
     "schedulingGates": "name",
 }
+# Kinds whose field names clash with the table above (ServiceSpec.ports merge on ``port``).
+KIND_MERGE_KEYS: dict[str, dict[str, str]] = {
+    "Service": {**MERGE_KEYS, "ports": "port"},
+    "CSINode": {**MERGE_KEYS, "drivers": "name"},
+}
 # Lists of scalars with patchStrategy=merge (set union on patch).
 PRIMITIVE_MERGE_LISTS: frozenset[str] = frozenset({"finalizers"})
 
@@ -63,7 +68,8 @@ def _strip_directives(value: Any) -> Any:
     return value
 
 
-def _merge_keyed_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
+def _merge_keyed_list(current: list[Any], patch: list[Any], key: str,
+                      keys: dict[str, str]) -> list[Any]:
     """Merge two lists of maps by their merge key, keeping the existing order."""
     if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
         return [_strip_directives(i) for i in patch
@@ -81,11 +87,11 @@ def _merge_keyed_list(current: list[Any], patch: list[Any], key: str) -> list[An
         elif idx is None:
             out.append(_strip_directives(item))
         else:
-            out[idx] = strategic_merge_patch(out[idx], item)
+            out[idx] = strategic_merge_patch(out[idx], item, keys)
     return out
 
 
-def strategic_merge_patch(target: Any, patch: Any) -> Any:
+def strategic_merge_patch(target: Any, patch: Any, keys: dict[str, str] = MERGE_KEYS) -> Any:
     """Kubernetes strategic merge patch, for the list strategies of the built-in types.
 
     Supports merge-keyed lists (conditions by ``type``, containers by ``name``, ...), merged
@@ -113,10 +119,10 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
             if value.get("$patch") == "delete":
                 out.pop(key, None)
             else:
-                out[key] = strategic_merge_patch(current, value)
+                out[key] = strategic_merge_patch(current, value, keys)
         elif isinstance(value, list) and isinstance(current, list):
-            if key in MERGE_KEYS:
-                out[key] = _merge_keyed_list(current, value, MERGE_KEYS[key])
+            if key in keys:
+                out[key] = _merge_keyed_list(current, value, keys[key], keys)
             elif key in PRIMITIVE_MERGE_LISTS:
                 out[key] = current + [v for v in value if v not in current]
             else:
@@ -240,7 +246,8 @@ def json_patch(doc: Any, ops: Any) -> Any:
     return doc
 
 
-def apply_patch(target: Any, patch: Any, content_type: str, custom: bool) -> Any:
+def apply_patch(target: Any, patch: Any, content_type: str, custom: bool,
+                kind: str = "") -> Any:
     """Dispatch on the Content-Type; CRs reject strategic merge (415), as a real server does."""
     ctype = content_type.split(";")[0].strip().lower()
     if ctype == MERGE_PATCH:
@@ -253,7 +260,7 @@ def apply_patch(target: Any, patch: Any, content_type: str, custom: bool) -> Any
                                 "use application/merge-patch+json", "UnsupportedMediaType")
         if not isinstance(patch, dict):
             raise ApiError.bad_request("a strategic merge patch must be a JSON object")
-        return strategic_merge_patch(target, patch)
+        return strategic_merge_patch(target, patch, KIND_MERGE_KEYS.get(kind, MERGE_KEYS))
     if ctype == JSON_PATCH:
         return json_patch(target, patch)
     raise ApiError(415, f"the body of the request was in an unknown format - accepted media "

@@ -27,6 +27,7 @@ POD_FIELDS = frozenset({
 })
 NODE_FIELDS = frozenset({"spec.unschedulable"})
 NAMESPACE_FIELDS = frozenset({"status.phase"})
+SERVICE_FIELDS = frozenset({"spec.clusterIP", "spec.type"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,6 +133,27 @@ def builtin_resources() -> list[ResourceDef]:
         ResourceDef("events.k8s.io", "v1", "events", "event", "Event", True,
                     short_names=("ev",), bucket="events", field_selectors=None,
                     to_view=event_core_to_new, from_view=event_new_to_core),
+        ResourceDef("", "v1", "services", "service", "Service", True,
+                    short_names=("svc",), categories=("all",), subresources=status,
+                    field_selectors=SERVICE_FIELDS),
+        ResourceDef("", "v1", "persistentvolumeclaims", "persistentvolumeclaim",
+                    "PersistentVolumeClaim", True, short_names=("pvc",), subresources=status),
+        ResourceDef("", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", False,
+                    short_names=("pv",), subresources=status),
+        ResourceDef("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True,
+                    short_names=("rs",), categories=("all",), subresources=status,
+                    tracks_generation=True),
+        ResourceDef("apps", "v1", "statefulsets", "statefulset", "StatefulSet", True,
+                    short_names=("sts",), categories=("all",), subresources=status,
+                    tracks_generation=True),
+        ResourceDef("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", False,
+                    short_names=("sc",)),
+        ResourceDef("storage.k8s.io", "v1", "csinodes", "csinode", "CSINode", False),
+        ResourceDef("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget",
+                    "PodDisruptionBudget", True, short_names=("pdb",), subresources=status,
+                    tracks_generation=True),
+        ResourceDef("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass",
+                    False, short_names=("pc",)),
         ResourceDef("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
         ResourceDef("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                     "customresourcedefinition", "CustomResourceDefinition", False,
@@ -218,11 +240,13 @@ class Registry:
     def __init__(self, defs: Iterable[ResourceDef] = ()) -> None:
         self._by_gvp: dict[tuple[str, str, str], ResourceDef] = {}
         self._order: list[ResourceDef] = []
+        self._resolved: dict[str, ResourceDef] = {}  # resolve() answers; reset on any change
         for rdef in defs:
             self.add(rdef)
 
     def add(self, rdef: ResourceDef) -> None:
         """Register (or replace) a served resource."""
+        self._resolved.clear()
         gvp = (rdef.group, rdef.version, rdef.plural)
         if gvp in self._by_gvp:
             self._order.remove(self._by_gvp[gvp])
@@ -231,6 +255,7 @@ class Registry:
 
     def remove(self, group: str, plural: str) -> None:
         """Unregister all versions of a resource (a CRD was deleted)."""
+        self._resolved.clear()
         for gvp in [k for k in self._by_gvp if k[0] == group and k[2] == plural]:
             self._order.remove(self._by_gvp.pop(gvp))
 
@@ -259,6 +284,12 @@ class Registry:
 
         Core v1 wins ties, as in kubectl, so ``"events"`` and ``"pods"`` mean the core ones.
         """
+        found = self._resolved.get(name)
+        if found is None:
+            found = self._resolved[name] = self._resolve(name)
+        return found
+
+    def _resolve(self, name: str) -> ResourceDef:
         if name.count("/") >= 1:
             *gv, plural = name.split("/")
             gvs = "/".join(gv)

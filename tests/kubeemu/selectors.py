@@ -185,3 +185,32 @@ class FieldSelector:
         """Whether an object satisfies every requirement."""
         return all((_field_value(obj, path) == value) != negate
                    for path, negate, value in self._reqs)
+
+
+def selector_matches(selector: Obj, labels: dict[str, str] | None) -> bool:
+    """Whether labels satisfy a ``metav1.LabelSelector`` object (matchLabels AND matchExpressions).
+
+    An empty selector matches everything; callers decide what a missing one means (a PDB's
+    matches nothing, a Service's selects nothing).
+    """
+    labels = labels or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key"), expr.get("operator")
+        values = expr.get("values") or []
+        present = key in labels
+        if op == "In":
+            ok = present and labels[key] in values
+        elif op == "NotIn":
+            ok = not present or labels[key] not in values
+        elif op == "Exists":
+            ok = present
+        elif op == "DoesNotExist":
+            ok = not present
+        else:
+            raise ApiError.bad_request(f"{op!r} is not a valid label selector operator")
+        if not ok:
+            return False
+    return True

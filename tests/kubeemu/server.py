@@ -349,19 +349,33 @@ class ApiServer:
                                               ctype, sub))
         if method == "DELETE":
             body = await self._body(request) or {}
+            grace = self._grace_period(body, q)
             if name is None:
                 self._require_verb(rdef, "deletecollection")
                 items = store.delete_collection(
                     rdef, ns, LabelSelector(q.get("labelSelector")),
-                    FieldSelector(q.get("fieldSelector"), rdef.field_selectors))
+                    FieldSelector(q.get("fieldSelector"), rdef.field_selectors), grace)
                 return _json_response({"kind": f"{rdef.kind}List",
                                        "apiVersion": rdef.api_version,
                                        "metadata": {"resourceVersion": str(store.rv)},
                                        "items": items})
             self._require_verb(rdef, "delete")
-            return _json_response(store.delete(rdef, ns, name, body.get("preconditions")))
+            return _json_response(store.delete(rdef, ns, name, body.get("preconditions"), grace))
         raise ApiError(405, "the server does not allow this method on the requested resource",
                        "MethodNotAllowed")
+
+    @staticmethod
+    def _grace_period(body: Any, q: Any) -> int | None:
+        """``gracePeriodSeconds`` of DeleteOptions, from the body or the query (the body wins)."""
+        raw = body.get("gracePeriodSeconds") if isinstance(body, dict) else None
+        if raw is None:
+            raw = q.get("gracePeriodSeconds")
+        if raw is None or raw == "":
+            return None
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise ApiError.bad_request(f"invalid gracePeriodSeconds: {raw!r}") from None
 
     def _list(self, route: Route, q: Any) -> web.Response:
         rdef = route.rdef
@@ -513,6 +527,9 @@ class ApiServer:
             if op == "compact" and method == "POST":
                 store.compact()
                 return _json_response({"compactedTo": str(store.rv)})
+            if op == "finish-deletion" and method == "POST":
+                gone = store.finish_pod_deletion(str(body["namespace"]), str(body["name"]))
+                return _json_response({"found": gone is not None})
             if op == "bindings":
                 return _json_response([dataclasses.asdict(b) for b in store.bindings])
             if op == "bind-attempts":

@@ -10,20 +10,28 @@ from __future__ import annotations
 import asyncio
 import base64
 import bisect
+import calendar
 import collections
+import contextlib
 import dataclasses
+import ipaddress
 import json
+import logging
 import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import kinds
+from .capacity import TERMINAL_PHASES
 from .errors import ApiError
 from .patching import apply_patch
 from .resources import Obj, Registry, ResourceDef, defs_from_crd
 from .schema import apply_schema
 from .selectors import FieldSelector, LabelSelector
+
+logger = logging.getLogger("kubeemu")
 
 # Pod spec fields that a real API server lets an update change (all else is immutable).
 MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds",
@@ -31,15 +39,22 @@ MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "terminationGracePer
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")  # kubeadm's default; .1 is `kubernetes`
+
 STOP = object()  # queue sentinel: end the watch stream cleanly
 ABORT = object()  # queue sentinel: reset the watch connection
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def now_rfc3339() -> str:
-    """Second-precision UTC timestamp, as metadata timestamps are."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def now_rfc3339(at: float | None = None) -> str:
+    """Second-precision UTC timestamp (of now, or of ``at``), as metadata timestamps are."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def parse_rfc3339(text: str) -> float:
+    """The epoch seconds of a second-precision UTC timestamp."""
+    return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 def now_micro() -> str:
@@ -77,6 +92,8 @@ class BindingRecord:
 
 
 QueueItem = tuple[str, Obj, WatchEvent | None, float] | object
+# A reaction to a committed change: (bucket name, event type, new object, previous object).
+Reactor = Callable[[str, str, Obj, Obj | None], None]
 
 
 class Watcher:
@@ -200,8 +217,6 @@ def _default_pod(obj: Obj) -> None:
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("terminationGracePeriodSeconds", 30)
-    if "priorityClassName" not in spec:
-        spec.setdefault("priority", 0)
     for field in ("containers", "initContainers"):
         for container in spec.get(field) or []:
             res = container.get("resources")
@@ -215,15 +230,22 @@ class Store:
     """All objects, their history, the watchers, and the binding audit."""
 
     def __init__(self, registry: Registry, *, history_size: int = 50_000,
-                 strict_namespaces: bool = False) -> None:
+                 strict_namespaces: bool = False, graceful_pod_deletion: bool = False) -> None:
         self.registry = registry
         self.history_size = history_size
         self.strict_namespaces = strict_namespaces
+        self.graceful_pod_deletion = graceful_pod_deletion
         self.rv = 0
         self.buckets: dict[str, Bucket] = {}
         self.bindings: list[BindingRecord] = []
         self.bind_attempts: collections.Counter[str] = collections.Counter()
         self.on_change: list[Callable[[], None]] = []
+        # Emulated controllers: run after each commit, their own writes queued behind it, so
+        # watchers see the triggering event first, as with a (very fast) real controller.
+        self.reactors: list[Reactor] = []
+        self._reactions: collections.deque[tuple[str, str, Obj, Obj | None]] = collections.deque()
+        self._reacting = False
+        self._next_service_ip = int(SERVICE_CIDR.network_address) + 10
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -248,6 +270,40 @@ class Store:
             watcher.offer(ev)
         for callback in self.on_change:
             callback()
+        if self.reactors:
+            self._reactions.append((bucket.name, etype, obj, old))
+            if not self._reacting:
+                self._react()
+
+    def _react(self) -> None:
+        """Run the reactors over queued changes until none are left (their writes queue more)."""
+        self._reacting = True
+        try:
+            while self._reactions:
+                item = self._reactions.popleft()
+                for reactor in list(self.reactors):
+                    try:
+                        reactor(*item)
+                    except ApiError as err:  # a controller's write lost a race: as in a cluster
+                        logger.debug("kubeemu: reaction to %s failed: %s", item[0], err)
+                    except Exception:  # never fail the write that triggered it
+                        logger.exception("kubeemu: reaction to a change of %s failed", item[0])
+        finally:
+            self._reacting = False
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold reactions back until the block's writes are all done (a controller's steps)."""
+        if self._reacting:
+            yield
+            return
+        self._reacting = True
+        try:
+            yield
+        finally:
+            self._reacting = False
+            if self._reactions:
+                self._react()
 
     def _key(self, rdef: ResourceDef, namespace: str | None, name: str) -> tuple[str, str]:
         if rdef.namespaced:
@@ -375,6 +431,7 @@ class Store:
         obj["metadata"] = meta
         self._on_create(rdef, obj, http)
         obj = self._conform(rdef, obj)
+        meta = obj["metadata"] = dict(obj["metadata"])
         meta["resourceVersion"] = self._next_rv()
         bucket.put(key, obj)
         self._commit(bucket, "ADDED", obj, None)
@@ -384,18 +441,132 @@ class Store:
         """Per-resource create strategy: defaults and status resets."""
         group, plural = rdef.group, rdef.plural
         if group == "" and plural == "pods":
+            trusted = not http and "priority" in (obj.get("spec") or {})
             _default_pod(obj)
+            if not trusted:
+                self._admit_pod(obj)
             if http or not obj.get("status"):
                 obj["status"] = {"phase": "Pending"}
             else:
                 obj["status"] = {"phase": "Pending", **obj["status"]}
-        elif group == "" and plural == "namespaces":
-            if http or not obj.get("status"):
-                obj["status"] = {"phase": "Active"}
-        elif rdef.custom and rdef.has_status and http:
-            obj.pop("status", None)
+        elif rdef.custom:
+            if rdef.has_status and http:
+                obj.pop("status", None)
         elif group == "apiextensions.k8s.io":
             self._register_crd(obj)
+        else:
+            kind = rdef.kind
+            if kind == "Namespace" and (http or not obj.get("status")):
+                obj["status"] = {"phase": "Active"}
+            elif kind == "PersistentVolumeClaim":
+                self._admit_pvc(obj)
+            kinds.apply_defaults(kind, obj)
+            kinds.initial_status(kind, obj, http, now_rfc3339())
+            self._check(rdef, obj, kinds.validate(kind, obj))
+            if kind == "Service":
+                self._allocate_cluster_ip(obj)
+            elif kind == "PriorityClass":
+                self._admit_priority_class(obj)
+
+    @staticmethod
+    def _check(rdef: ResourceDef, obj: Obj, errors: list[str]) -> None:
+        if errors:
+            raise ApiError.invalid(rdef.kind, obj["metadata"].get("name", ""), errors, rdef.group)
+
+    def _objects(self, group: str, plural: str) -> dict[tuple[str, str], Obj]:
+        """The stored objects of a built-in resource, without creating its bucket."""
+        bucket = self.buckets.get(f"{group}/{plural}")
+        return bucket.objects if bucket is not None else {}
+
+    def _admit_pod(self, obj: Obj) -> None:
+        """The Priority admission plugin: resolve ``priorityClassName`` (or the global default)
+        into ``spec.priority`` and ``spec.preemptionPolicy``; 403 for an unknown class.
+
+        God mode does not call this for a pod that already carries a priority (as if admitted
+        before), so that recorded clusters load without their PriorityClasses.
+        """
+        spec = obj["spec"]
+        classes = self._objects("scheduling.k8s.io", "priorityclasses")
+        name = spec.get("priorityClassName")
+        policy: str | None = "PreemptLowerPriority"
+        if not name:
+            default = self._global_default_class(classes)
+            priority = 0
+            if default is not None:
+                spec["priorityClassName"] = default["metadata"]["name"]
+                priority = int(default.get("value", 0))
+                policy = default.get("preemptionPolicy")
+        else:
+            pclass = classes.get(("", name))
+            if pclass is None:
+                raise ApiError.forbidden("pods", obj["metadata"].get("name", ""),
+                                         f"no PriorityClass with name {name} was found")
+            priority = int(pclass.get("value", 0))
+            policy = pclass.get("preemptionPolicy")
+        given = spec.get("priority")
+        if given is not None and given != priority:
+            raise ApiError.forbidden("pods", obj["metadata"].get("name", ""),
+                                     f"the integer value of priority ({given}) must not be "
+                                     f"provided in pod spec; priority admission controller "
+                                     f"computed {priority} from the given PriorityClass name")
+        spec["priority"] = priority
+        if policy is not None:
+            if spec.get("preemptionPolicy") not in (None, policy):
+                raise ApiError.forbidden("pods", obj["metadata"].get("name", ""),
+                                         f"the string value of PreemptionPolicy "
+                                         f"({spec['preemptionPolicy']}) must not be provided in "
+                                         f"pod spec; priority admission controller computed "
+                                         f"{policy} from the given PriorityClass name")
+            spec["preemptionPolicy"] = policy
+
+    @staticmethod
+    def _global_default_class(classes: dict[tuple[str, str], Obj]) -> Obj | None:
+        """The globalDefault PriorityClass; with several (a race), the lowest value wins."""
+        defaults = [c for c in classes.values() if c.get("globalDefault")]
+        return min(defaults, key=lambda c: int(c.get("value", 0))) if defaults else None
+
+    def _admit_priority_class(self, obj: Obj) -> None:
+        """Only one PriorityClass may be the global default (403 otherwise)."""
+        if not obj.get("globalDefault"):
+            return
+        name = obj["metadata"]["name"]
+        for other in self._objects("scheduling.k8s.io", "priorityclasses").values():
+            if other.get("globalDefault") and other["metadata"]["name"] != name:
+                raise ApiError.forbidden("priorityclasses", name,
+                                         f"PriorityClass {other['metadata']['name']} is already "
+                                         f"marked as default. Only one default can exist",
+                                         "scheduling.k8s.io")
+
+    def _admit_pvc(self, obj: Obj) -> None:
+        """The DefaultStorageClass admission plugin: a claim without ``storageClassName`` (not
+        ``""``) gets the default class, the newest one if several are marked."""
+        spec = obj.get("spec") or {}
+        if spec.get("storageClassName") is not None:
+            return
+        defaults = [c for c in self._objects("storage.k8s.io", "storageclasses").values()
+                    if (c["metadata"].get("annotations") or {}).get(kinds.ANN_DEFAULT_CLASS)
+                    == "true"]
+        if defaults:
+            newest = max(defaults, key=lambda c: (c["metadata"].get("creationTimestamp", ""),
+                                                  c["metadata"]["name"]))
+            obj["spec"] = {**spec, "storageClassName": newest["metadata"]["name"]}
+
+    def _allocate_cluster_ip(self, obj: Obj) -> None:
+        """Give a ClusterIP/NodePort/LoadBalancer service an address, as the allocator does."""
+        spec = obj["spec"]
+        if spec.get("type") == "ExternalName":
+            return
+        if not spec.get("clusterIP"):
+            taken = {s["spec"].get("clusterIP") for s in self._objects("", "services").values()}
+            while True:
+                addr = str(ipaddress.ip_address(self._next_service_ip))
+                self._next_service_ip += 1
+                if addr not in taken:
+                    break
+            spec["clusterIP"] = addr
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
 
     def _register_crd(self, crd: Obj) -> None:
         """Serve a CRD's resources, and report it Established as the real controller would."""
@@ -434,7 +605,17 @@ class Store:
     def _prepare_update(self, rdef: ResourceDef, old: Obj, cand: Obj,
                         subresource: str | None) -> Obj:
         """Build the next version from a candidate, honouring the subresource split."""
-        new = self._conform(rdef, self._next_version(rdef, old, cand, subresource))
+        new = self._next_version(rdef, old, cand, subresource)
+        if not rdef.custom and rdef.kind in kinds.BUILTIN_KINDS:
+            kinds.apply_defaults(rdef.kind, new)
+            kinds.prepare_update(rdef.kind, old, new, now_rfc3339())
+            errors = kinds.validate(rdef.kind, new)
+            if subresource is None:
+                errors += kinds.validate_update(rdef.kind, old, new)
+            self._check(rdef, new, errors)
+            if rdef.kind == "PriorityClass":
+                self._admit_priority_class(new)
+        new = self._conform(rdef, new)
         if rdef.tracks_generation and _strip_for_compare(new) != _strip_for_compare(old):
             new["metadata"] = {**new["metadata"],
                                "generation": int(old["metadata"].get("generation", 1)) + 1}
@@ -481,6 +662,12 @@ class Store:
                                        "metadata.finalizers: Forbidden: no new finalizers can "
                                        "be added if the object is being deleted")
         if subresource is None and rdef.group == "" and rdef.plural == "pods":
+            ospec, nspec = old.get("spec") or {}, new.get("spec")
+            if isinstance(nspec, dict):  # admission keeps what it resolved on create
+                missing = {k: ospec[k] for k in ("priority", "preemptionPolicy")
+                           if k in ospec and k not in nspec}
+                if missing:
+                    new["spec"] = {**nspec, **missing}
             self._check_pod_spec_update(old, new)
         return new
 
@@ -511,7 +698,8 @@ class Store:
         meta = new["metadata"] = dict(new["metadata"])  # never touch the old snapshot's dict
         key = (meta.get("namespace", ""), meta["name"])
         meta["resourceVersion"] = self._next_rv()
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        if (meta.get("deletionTimestamp") and not meta.get("finalizers")
+                and not meta.get("deletionGracePeriodSeconds")):  # a graceful one waits
             bucket.pop(key)
             self._after_delete(rdef, new)
             self._commit(bucket, "DELETED", new, old)
@@ -544,7 +732,7 @@ class Store:
               content_type: str, subresource: str | None = None) -> Obj:
         """PATCH in any of the three flavours; a resourceVersion in the result is a precondition."""
         old = self._existing(rdef, namespace, name)
-        patched = apply_patch(_view(rdef, old), patch, content_type, rdef.custom)
+        patched = apply_patch(_view(rdef, old), patch, content_type, rdef.custom, rdef.kind)
         if not isinstance(patched, dict):
             raise ApiError.invalid(rdef.kind, name, "the patched object is not an object")
         if rdef.from_view:
@@ -555,8 +743,10 @@ class Store:
         return self._write(rdef, old, self._prepare_update(rdef, old, patched, subresource))
 
     def delete(self, rdef: ResourceDef, namespace: str | None, name: str,
-               preconditions: dict[str, Any] | None = None) -> Obj:
-        """DELETE: immediate, or a deletionTimestamp while finalizers remain."""
+               preconditions: dict[str, Any] | None = None,
+               grace_period_seconds: int | None = None) -> Obj:
+        """DELETE: immediate, or a deletionTimestamp while finalizers remain; with
+        ``graceful_pod_deletion``, a bound pod gets a grace period (see :meth:`_pod_grace`)."""
         old = self._existing(rdef, namespace, name)
         ometa = old["metadata"]
         pre = preconditions or {}
@@ -568,25 +758,67 @@ class Store:
             raise ApiError.conflict(rdef.plural, name, f"Precondition failed: ResourceVersion "
                                     f"in precondition: {pre['resourceVersion']}, ResourceVersion "
                                     f"in object meta: {ometa['resourceVersion']}", rdef.group)
+        if (rdef.group == "scheduling.k8s.io" and rdef.plural == "priorityclasses"
+                and name in kinds.SYSTEM_PRIORITY_CLASSES):
+            raise ApiError.forbidden(rdef.plural, name, "this is a system priority class and "
+                                     "cannot be deleted", rdef.group)
+        grace = 0
+        if self.graceful_pod_deletion and rdef.group == "" and rdef.plural == "pods":
+            grace = self._pod_grace(old, grace_period_seconds)
+        return self._delete(rdef, old, grace)
+
+    @staticmethod
+    def _pod_grace(pod: Obj, requested: int | None) -> int:
+        """The pod strategy's grace period: 0 for unbound or terminated pods, else the request
+        or ``terminationGracePeriodSeconds`` (negative means 1)."""
+        spec = pod.get("spec") or {}
+        if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return 0
+        grace = int(requested if requested is not None
+                    else spec.get("terminationGracePeriodSeconds", 30))
+        return 1 if grace < 0 else grace
+
+    def _delete(self, rdef: ResourceDef, old: Obj, grace: int) -> Obj:
+        """Remove now, or mark (a grace period, or finalizers pending); a repeated DELETE may only
+        shorten a pending grace period, as in the registry's ``BeforeDelete``."""
+        ometa = old["metadata"]
+        key = (ometa.get("namespace", ""), ometa["name"])
         bucket = self.bucket(rdef)
+        marked_at = ometa.get("deletionTimestamp")
+        current = int(ometa.get("deletionGracePeriodSeconds") or 0)
+        if marked_at and (current == 0 or grace >= current):
+            return _view(rdef, old)  # already being deleted: nothing to do
         new = dict(old)
         meta = new["metadata"] = dict(ometa)
-        if ometa.get("finalizers"):
-            if ometa.get("deletionTimestamp"):
-                return _view(rdef, old)
-            meta["deletionTimestamp"] = now_rfc3339()
-            meta["deletionGracePeriodSeconds"] = 0
+        if marked_at:  # shorten: the deadline moves back by the difference
+            meta["deletionTimestamp"] = now_rfc3339(parse_rfc3339(marked_at) - current + grace)
+        else:
+            meta["deletionTimestamp"] = now_rfc3339(time.time() + grace)
             if "generation" in meta:
                 meta["generation"] = int(meta["generation"]) + 1
-            meta["resourceVersion"] = self._next_rv()
-            bucket.put((ometa.get("namespace", ""), name), new)
+        meta["deletionGracePeriodSeconds"] = grace
+        meta["resourceVersion"] = self._next_rv()
+        if grace > 0 or ometa.get("finalizers"):
+            bucket.put(key, new)
             self._commit(bucket, "MODIFIED", new, old)
             return _view(rdef, new)
-        meta["resourceVersion"] = self._next_rv()
-        bucket.pop((ometa.get("namespace", ""), name))
+        if not marked_at:  # a plain delete: the object leaves as it was
+            meta.pop("deletionTimestamp")
+            meta.pop("deletionGracePeriodSeconds")
+            if "generation" in meta:
+                meta["generation"] = ometa["generation"]
+        bucket.pop(key)
         self._after_delete(rdef, new)
         self._commit(bucket, "DELETED", new, old)
         return _view(rdef, new)
+
+    def finish_pod_deletion(self, namespace: str, name: str) -> Obj | None:
+        """What the kubelet does once a terminating pod's containers have stopped: delete it
+        with grace 0 (it stays while finalizers remain). None if it does not exist."""
+        rdef = self.registry.get("", "v1", "pods")
+        assert rdef is not None
+        old = self.bucket(rdef).objects.get((namespace, name))
+        return None if old is None else self._delete(rdef, old, 0)
 
     def _after_delete(self, rdef: ResourceDef, obj: Obj) -> None:
         if rdef.group == "apiextensions.k8s.io" and rdef.plural == "customresourcedefinitions":
@@ -595,13 +827,15 @@ class Store:
 
     def delete_collection(self, rdef: ResourceDef, namespace: str | None,
                           labels: LabelSelector | None = None,
-                          fields: FieldSelector | None = None) -> list[Obj]:
+                          fields: FieldSelector | None = None,
+                          grace_period_seconds: int | None = None) -> list[Obj]:
         """DELETE on a collection: each matching object as by a single DELETE."""
         items, *_ = self.list(rdef, namespace, labels, fields)
         out = []
         for obj in items:
             meta = obj["metadata"]
-            out.append(self.delete(rdef, meta.get("namespace"), meta["name"]))
+            out.append(self.delete(rdef, meta.get("namespace"), meta["name"],
+                                   grace_period_seconds=grace_period_seconds))
         return out
 
     # --- binding -----------------------------------------------------------------------------
