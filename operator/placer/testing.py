@@ -22,6 +22,7 @@ import numpy as np
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import FilterPlugin, Plugin, ScorePlugin
+from placer.engine.kinds import KINDS_BY_NAME, upsert_object
 from placer.engine.objects import PodInfo, parse_node, parse_node_metrics, parse_pod
 from placer.engine.profile import Profile, compile_profile
 from placer.engine.runtime import Decision, Scheduler
@@ -30,18 +31,24 @@ from placer.plugins import REGISTRY
 __all__ = [
     "GiB",
     "MiB",
+    "affinity_term",
     "cluster_of",
     "container",
     "decide",
     "filter_result",
     "make_plugin",
     "make_profile",
+    "namespace",
     "node",
     "node_metrics",
     "pod",
     "pod_info",
     "raw_scores",
+    "replica_set",
     "scores",
+    "service",
+    "spread_constraint",
+    "stateful_set",
     "taint",
 ]
 
@@ -170,14 +177,28 @@ def pod(
     init_containers: Sequence[Obj] = (),
     overhead: Mapping[str, str] | None = None,
     phase: str | None = None,
+    pod_affinity: Mapping[str, Any] | None = None,
+    pod_anti_affinity: Mapping[str, Any] | None = None,
+    spread: Sequence[Mapping[str, Any]] = (),
+    owner: tuple[str, str] | None = None,
+    deleting: bool = False,
 ) -> Obj:
     """A v1 Pod; `cpu`, `memory`, `requests`, `limits`, `image` and `host_ports` describe its one
-    container unless `containers` is given."""
+    container unless `containers` is given. `pod_affinity` / `pod_anti_affinity` are the
+    `spec.affinity` fields as written (see `affinity_term`), `spread` the topologySpreadConstraints
+    (see `spread_constraint`), `owner` the controller's (kind, name) (ReplicaSet, StatefulSet)."""
     meta: Obj = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = dict(labels)
     if created:
         meta["creationTimestamp"] = created
+    if owner:
+        kind, owner_name = owner
+        api_version = "v1" if kind == "ReplicationController" else "apps/v1"
+        reference = {"apiVersion": api_version, "kind": kind, "name": owner_name, "uid": f"uid-{owner_name}"}
+        meta["ownerReferences"] = [{**reference, "controller": True}]
+    if deleting:
+        meta["deletionTimestamp"] = "2025-03-10T10:00:00Z"
     spec: Obj = {"schedulerName": scheduler}
     spec["containers"] = (
         list(containers)
@@ -196,11 +217,87 @@ def pod(
         spec["nodeSelector"] = dict(node_selector)
     if affinity:
         spec["affinity"] = {"nodeAffinity": dict(affinity)}
+    if pod_affinity:
+        spec.setdefault("affinity", {})["podAffinity"] = dict(pod_affinity)
+    if pod_anti_affinity:
+        spec.setdefault("affinity", {})["podAntiAffinity"] = dict(pod_anti_affinity)
+    if spread:
+        spec["topologySpreadConstraints"] = [dict(c) for c in spread]
     if overhead:
         spec["overhead"] = dict(overhead)
     result: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     result["status"] = {"phase": phase or ("Running" if node_name else "Pending")}
     return result
+
+
+def affinity_term(
+    topology_key: str = "kubernetes.io/hostname",
+    match_labels: Mapping[str, str] | None = None,
+    *,
+    match_expressions: Sequence[Mapping[str, Any]] | None = None,
+    namespaces: Sequence[str] | None = None,
+    namespace_selector: Mapping[str, Any] | None = None,
+    match_label_keys: Sequence[str] | None = None,
+    mismatch_label_keys: Sequence[str] | None = None,
+    weight: int | None = None,
+) -> Obj:
+    """A PodAffinityTerm (with `weight`: a WeightedPodAffinityTerm, for the preferred lists)."""
+    selector: Obj = {}
+    if match_labels is not None:
+        selector["matchLabels"] = dict(match_labels)
+    if match_expressions is not None:
+        selector["matchExpressions"] = [dict(e) for e in match_expressions]
+    term: Obj = {"labelSelector": selector, "topologyKey": topology_key}
+    if namespaces is not None:
+        term["namespaces"] = list(namespaces)
+    if namespace_selector is not None:
+        term["namespaceSelector"] = dict(namespace_selector)
+    if match_label_keys is not None:
+        term["matchLabelKeys"] = list(match_label_keys)
+    if mismatch_label_keys is not None:
+        term["mismatchLabelKeys"] = list(mismatch_label_keys)
+    return term if weight is None else {"weight": weight, "podAffinityTerm": term}
+
+
+def spread_constraint(
+    max_skew: int = 1,
+    topology_key: str = "topology.kubernetes.io/zone",
+    when: str = "DoNotSchedule",
+    match_labels: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> Obj:
+    """A TopologySpreadConstraint; `extra` adds fields as written (minDomains, nodeAffinityPolicy, ...)."""
+    constraint: Obj = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when}
+    if match_labels is not None:
+        constraint["labelSelector"] = {"matchLabels": dict(match_labels)}
+    constraint.update(extra)
+    return constraint
+
+
+def namespace(name: str, labels: Mapping[str, str] | None = None) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+
+
+def service(name: str, selector: Mapping[str, str] | None, namespace: str = "default") -> Obj:
+    spec: Obj = {} if selector is None else {"selector": dict(selector)}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def _workload(kind: str, name: str, match_labels: Mapping[str, str], namespace: str) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": dict(match_labels)}},
+    }
+
+
+def replica_set(name: str, match_labels: Mapping[str, str], namespace: str = "default") -> Obj:
+    return _workload("ReplicaSet", name, match_labels, namespace)
+
+
+def stateful_set(name: str, match_labels: Mapping[str, str], namespace: str = "default") -> Obj:
+    return _workload("StatefulSet", name, match_labels, namespace)
 
 
 def node_metrics(name: str, cpu: str, memory: str) -> Obj:
@@ -219,9 +316,14 @@ def pod_info(obj: Obj | PodInfo) -> PodInfo:
     return obj if isinstance(obj, PodInfo) else parse_pod(obj)
 
 
-def cluster_of(nodes: Iterable[Obj], pods: Iterable[Obj] = (), metrics: Iterable[Obj] = ()) -> ClusterState:
-    """A ClusterState with these nodes (in order), bound pods (those with `nodeName`) and metrics."""
+def cluster_of(
+    nodes: Iterable[Obj], pods: Iterable[Obj] = (), metrics: Iterable[Obj] = (), objects: Iterable[Obj] = ()
+) -> ClusterState:
+    """A ClusterState with these nodes (in order), bound pods (those with `nodeName`), metrics, and
+    other objects (Namespaces, Services, ReplicaSets, ...: any kind of `placer.engine.kinds.KINDS`)."""
     cluster = ClusterState()
+    for item in objects:
+        upsert_object(cluster.catalog, KINDS_BY_NAME[item["kind"]], item)
     for item in nodes:
         cluster.upsert_node(parse_node(item))
     for item in pods:

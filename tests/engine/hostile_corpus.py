@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LONG = "x" * 253
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 UNICODE = "планировщик-調度-🚀"
 
 
@@ -272,6 +273,69 @@ POD_CASES: tuple[PodCase, ...] = (
         ("spec.nodeSelector.zone",),
     ),
     PodCase("priority-not-a-number", {"containers": [_container()], "priority": "high"}, ("spec.priority",)),
+    PodCase(
+        "anti-affinity-unknown-operator",
+        {"containers": [_container()], "affinity": {"podAntiAffinity": {REQUIRED: [
+            {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "Near", "values": ["x"]}]},
+             "topologyKey": "kubernetes.io/hostname"}]}}},
+        ("podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0]"
+         ".operator", '"Near"'),
+    ),
+    PodCase(
+        "affinity-without-topology-key",
+        {"containers": [_container()], "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "x"}}}]}}},
+        ("podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey", "Required value"),
+    ),
+    PodCase(
+        "affinity-terms-not-a-list",
+        {"containers": [_container()], "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "topologyKey": "zone"}}}},
+        ("podAffinity.requiredDuringSchedulingIgnoredDuringExecution", "must be a list"),
+    ),
+    PodCase(
+        "preferred-pod-affinity-weight-zero",
+        {"containers": [_container()], "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 0, "podAffinityTerm": {"topologyKey": "zone"}}]}}},
+        ("preferredDuringSchedulingIgnoredDuringExecution[0].weight",),
+    ),
+    PodCase(
+        "selector-label-key-invalid",
+        {"containers": [_container()], "affinity": {"podAntiAffinity": {REQUIRED: [
+            {"labelSelector": {"matchLabels": {"not a key!": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}},
+        ("labelSelector.matchLabels", "not a key!"),
+    ),
+    PodCase(
+        "spread-empty-topology-key",
+        {"containers": [_container()], "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "", "whenUnsatisfiable": "DoNotSchedule"}]},
+        ("spec.topologySpreadConstraints[0].topologyKey", "Required value"),
+    ),
+    PodCase(
+        "spread-zero-max-skew",
+        {"containers": [_container()], "topologySpreadConstraints": [
+            {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]},
+        ("spec.topologySpreadConstraints[0].maxSkew",),
+    ),
+    PodCase(
+        "spread-unknown-action",
+        {"containers": [_container()], "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Sometimes"}]},
+        ("spec.topologySpreadConstraints[0].whenUnsatisfiable", '"Sometimes"'),
+    ),
+    PodCase(
+        "spread-min-domains-with-schedule-anyway",
+        {"containers": [_container()], "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2}]},
+        ("spec.topologySpreadConstraints[0].minDomains",),
+    ),
+    PodCase(
+        "spread-bad-selector-values",
+        {"containers": [_container()], "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}]},
+        ("spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].values", "Required value"),
+    ),
     PodCase(
         "huge-label-set",
         {"containers": [_container(requests={"cpu": "10m"})]},

@@ -163,3 +163,42 @@ def test_retry_now_skips_the_backoff() -> None:
     assert queue.pop() is not None
     queue.retry_now("default/unknown")  # ignored
     assert queue.pop() is None
+
+
+def test_an_event_wakes_only_the_pods_it_may_help() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    for name in ("short-of-cpu", "anti-affinity", "unknown"):
+        queue.add(make(name))  # type: ignore[arg-type]
+    for _ in range(4):  # three attempts each: backoff 4 s now
+        for _ in range(3):
+            queue.pop()
+        queue.backoff("default/short-of-cpu", frozenset({"Node", "Pod/Delete"}))
+        queue.backoff("default/anti-affinity", frozenset({"Node", "Pod"}))
+        queue.backoff("default/unknown")
+        clock.advance(8)
+    for _ in range(3):
+        queue.pop()
+    queue.backoff("default/short-of-cpu", frozenset({"Node", "Pod/Delete"}))
+    queue.backoff("default/anti-affinity", frozenset({"Node", "Pod"}))
+    queue.backoff("default/unknown")  # any event may help it
+    clock.advance(1.0)
+    queue.wake("Pod/Add")  # a pod appeared: no more room anywhere, a peer may have arrived
+    assert sorted(drain(queue)) == ["default/anti-affinity", "default/unknown"]
+    queue.wake("Pod/Delete")
+    assert drain(queue) == ["default/short-of-cpu"]
+
+
+def test_a_woken_pod_is_not_woken_twice_by_a_stream_of_events() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(make("p"))  # type: ignore[arg-type]
+    queue.pop()
+    queue.backoff("default/p", frozenset({"Node/Update"}))
+    queue.wake("Node/Add")  # not one it waits for
+    assert queue.next_ready_in() == 1.0
+    queue.wake("Node/Update")
+    queue.wake("Node")  # any node event: still at most one retry after the initial backoff
+    clock.advance(1.0)
+    assert drain(queue) == ["default/p"]
+    assert queue.pop() is None

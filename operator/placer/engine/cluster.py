@@ -12,14 +12,26 @@ Nothing here does I/O: the simulator and the operator feed it the same way.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
+from placer.engine.catalog import Catalog
 from placer.engine.objects import NodeInfo, PodInfo, Taint
 
-__all__ = ["CPU", "EPHEMERAL_STORAGE", "MEMORY", "PODS", "ClusterState", "PodRecord"]
+__all__ = [
+    "CPU",
+    "EPHEMERAL_STORAGE",
+    "MEMORY",
+    "PODS",
+    "ClusterState",
+    "PodRecord",
+    "PodTracker",
+    "SlotColumns",
+    "TopologyDomains",
+]
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = 0, 1, 2, 3
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
@@ -34,6 +46,98 @@ class PodRecord:
     pod: PodInfo
     node: str
     assumed: bool
+
+
+class SlotColumns:
+    """Named per-slot counters (int32 columns), grown and cleared with the node table."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._columns: dict[Hashable, np.ndarray] = {}
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._columns
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def get(self, key: Hashable) -> np.ndarray | None:
+        return self._columns.get(key)
+
+    def column(self, key: Hashable) -> np.ndarray:
+        """The column of `key`, created (zeros) on first use."""
+        column = self._columns.get(key)
+        if column is None:
+            column = self._columns[key] = np.zeros(self._capacity, dtype=np.int32)
+        return column
+
+    def drop(self, key: Hashable) -> None:
+        self._columns.pop(key, None)
+
+    def items(self) -> Iterator[tuple[Hashable, np.ndarray]]:
+        return iter(self._columns.items())
+
+    def clear_slot(self, slot: int) -> None:
+        for column in self._columns.values():
+            column[slot] = 0
+
+    def grow(self, capacity: int) -> None:
+        for key, column in self._columns.items():
+            grown = np.zeros(capacity, dtype=np.int32)
+            grown[: self._capacity] = column
+            self._columns[key] = grown
+        self._capacity = capacity
+
+
+class PodTracker:
+    """Per-node state a plugin derives from the pods counted on nodes (bound and assumed), kept in
+    step incrementally: the cluster calls `account` with +1/-1 whenever it counts or uncounts a pod
+    on a node slot, so a cycle reads a ready answer instead of scanning every pod.
+
+    Get one with `cluster.tracker(MyTracker)`: created on first use (and fed every pod counted so
+    far), then updated by the cluster for as long as it lives.
+    """
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self.cluster = cluster
+
+    def account(self, pod: PodInfo, slot: int, sign: int) -> None:
+        raise NotImplementedError
+
+    def clear_slot(self, slot: int) -> None:
+        """The node of this slot is gone (its pods are counted again if it comes back)."""
+
+    def grow(self, capacity: int) -> None:
+        """The node table grew to `capacity` slots."""
+
+
+TrackerT = TypeVar("TrackerT", bound=PodTracker)
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyDomains:
+    """The nodes' values of one topology label, as small integers: kube's topology pairs, vectorised."""
+
+    ids: np.ndarray  # per slot in [0, size): the domain's index, -1 where the node lacks the label
+    values: tuple[str, ...]  # domain index -> label value
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    def totals(self, per_slot: np.ndarray) -> np.ndarray:
+        """Per domain, the sum of a per-slot column over the nodes of that domain."""
+        has = self.ids >= 0
+        return np.bincount(self.ids[has], weights=per_slot[: len(self.ids)][has], minlength=self.count).astype(
+            np.int64
+        )
+
+    def spread(self, per_domain: np.ndarray, missing: int = 0) -> np.ndarray:
+        """Per slot, its domain's value of a per-domain array (`missing` for nodes without the label)."""
+        if not self.count:
+            return np.full(len(self.ids), missing, dtype=per_domain.dtype)
+        values = per_domain[np.maximum(self.ids, 0)]
+        return np.where(self.ids >= 0, values, missing)
 
 
 def _zone_key(labels: dict[str, str]) -> str:
@@ -76,7 +180,11 @@ class ClusterState:
         self.node_ports: dict[int, Counter[tuple[str, str, int]]] = {}
         self.pods: dict[str, PodRecord] = {}
         self.pods_by_node: dict[str, set[str]] = {}
-        self._label_counts: dict[str, dict[str, np.ndarray]] = {}
+        self._trackers: dict[type[PodTracker], PodTracker] = {}
+        self._domains: dict[str, TopologyDomains] = {}
+        self._domains_version = -1
+        # namespaces, services, workloads, ...: every other kind plugins read
+        self.catalog = Catalog()
         self._zones: dict[str, list[int]] = {}
         self._scan_order: np.ndarray | None = None
         self._name_rank: np.ndarray | None = None
@@ -122,9 +230,8 @@ class ClusterState:
         self.requested[slot] = 0
         self.nonzero_requested[slot] = 0
         self.node_ports.pop(slot, None)
-        for counts in self._label_counts.values():
-            for column in counts.values():
-                column[slot] = 0
+        for tracker in self._trackers.values():
+            tracker.clear_slot(slot)
         self._free.append(slot)
         self._scan_order = None
         self._name_rank = None
@@ -197,10 +304,14 @@ class ClusterState:
         self.usage = widen(self.usage)
         self.has_metrics = widen(self.has_metrics)
         self.label_columns = {key: widen(col, None) for key, col in self.label_columns.items()}
-        for counts in self._label_counts.values():
-            for value in counts:
-                counts[value] = widen(counts[value])
+        for tracker in self._trackers.values():
+            tracker.grow(new)
         self._capacity = new
+
+    @property
+    def capacity(self) -> int:
+        """Slots allocated in every column (trackers size their columns by it)."""
+        return self._capacity
 
     def resource_column(self, name: str) -> int:
         """The column of a resource, adding one for an extended resource seen the first time."""
@@ -283,6 +394,23 @@ class ClusterState:
             self._scan_order = np.asarray(order, dtype=np.int64)
         return self._scan_order
 
+    def domains(self, key: str) -> TopologyDomains:
+        """The topology domains of label `key` over the node slots; cached until a node changes."""
+        if self._domains_version != self.static_version:
+            self._domains.clear()
+            self._domains_version = self.static_version
+        domains = self._domains.get(key)
+        if domains is None:
+            column = self.label_column(key)
+            index: dict[str, int] = {}
+            ids = np.fromiter(
+                (-1 if value is None else index.setdefault(value, len(index)) for value in column),
+                dtype=np.int64,
+                count=len(column),
+            )
+            domains = self._domains[key] = TopologyDomains(ids, tuple(index))
+        return domains
+
     def name_rank(self) -> np.ndarray:
         """For each slot, its node name's rank in sorted order: ties go to the smaller name."""
         if self._name_rank is None:
@@ -359,32 +487,28 @@ class ClusterState:
                 del self.node_ports[slot]
             else:
                 self.node_ports[slot] = +ports
-        for label_key, counts in self._label_counts.items():
-            value = pod.labels.get(label_key)
-            if value is not None:
-                column = counts.get(value)
-                if column is None:
-                    column = counts[value] = np.zeros(self._capacity, dtype=np.int64)
-                column[slot] += sign
+        for tracker in self._trackers.values():
+            tracker.account(pod, slot, sign)
 
-    def label_counts(self, label_key: str, value: str) -> np.ndarray:
-        """Per slot, how many pods there carry `label_key=value`; maintained incrementally."""
-        counts = self._label_counts.get(label_key)
-        if counts is None:
-            counts = self._label_counts[label_key] = {}
+    def tracker(self, kind: type[TrackerT]) -> TrackerT:
+        """The cluster's instance of a PodTracker, created and fed every counted pod on first use."""
+        tracker = self._trackers.get(kind)
+        if tracker is None:
+            tracker = kind(self)
             for record in self.pods.values():
                 slot = self.index.get(record.node)
-                label = record.pod.labels.get(label_key)
-                if slot is None or label is None:
-                    continue
-                column = counts.get(label)
-                if column is None:
-                    column = counts[label] = np.zeros(self._capacity, dtype=np.int64)
-                column[slot] += 1
-        column = counts.get(value)
-        if column is None:
-            return np.zeros(self.size, dtype=np.int64)
-        return column[: self.size]
+                if slot is not None:
+                    tracker.account(record.pod, slot, +1)
+            self._trackers[kind] = tracker
+        return tracker  # type: ignore[return-value]
+
+    def label_counts(self, label_key: str, value: str) -> np.ndarray:
+        """Per slot, how many pods there carry `label_key=value` (any namespace); kept incrementally."""
+        from placer.engine.labels import LabelSelector, Requirement
+        from placer.engine.matching import MatchingPods, PodQuery  # imports this module
+
+        query = PodQuery(None, LabelSelector((Requirement(label_key, "In", frozenset((value,))),)))
+        return self.tracker(MatchingPods).counts(query)
 
     # ----------------------------------------------------------------- checks
 

@@ -26,6 +26,8 @@ from placer.engine.objects import PodInfo
 
 __all__ = [
     "MAX_NODE_SCORE",
+    "ClusterEvent",
+    "CycleMemo",
     "FilterPlugin",
     "NoArgs",
     "Plugin",
@@ -39,6 +41,31 @@ __all__ = [
 MAX_NODE_SCORE = 100
 
 ArgsT = TypeVar("ArgsT", bound="PluginArgs")
+
+
+class ClusterEvent:
+    """Changes that may make a pod schedulable again (kube's `ClusterEvent`s).
+
+    A filter lists in `events` those that may undo its rejections; a pod it rejected waits for
+    one of them (or its backoff), so a busy cluster does not retry every pending pod on every
+    change. `"Node"` stands for every node event, and a catalog kind's name (`"Namespace"`,
+    `"PersistentVolumeClaim"`, ...) for every change of that kind.
+    """
+
+    NODE = "Node"
+    NODE_ADD = "Node/Add"
+    NODE_UPDATE = "Node/Update"  # labels, taints, allocatable, conditions, images
+    NODE_DELETE = "Node/Delete"
+    POD = "Pod"
+    POD_ADD = "Pod/Add"  # a pod counted on a node (bound, or assumed by this scheduler)
+    POD_UPDATE = "Pod/Update"  # a counted pod's labels or requests changed
+    POD_DELETE = "Pod/Delete"  # a counted pod is gone: what it held is free
+    NODE_METRICS = "NodeMetrics"
+
+    @staticmethod
+    def matches(event: str, wanted: frozenset[str]) -> bool:
+        """Whether `event` is one of `wanted` (a kind stands for all its actions)."""
+        return event in wanted or event.partition("/")[0] in wanted
 
 
 class PluginArgs(BaseModel):
@@ -70,6 +97,13 @@ class FilterPlugin(Plugin[ArgsT]):
 
     #: the reason given for every rejected node, for plugins that have only one
     reason: ClassVar[str] = ""
+    #: cluster events that may make a pod this plugin rejected schedulable (see ClusterEvent)
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE})
+
+    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
+        """A reason that concerns the pod rather than any node (kube's PreFilter rejection, e.g. a
+        missing claim): the pod fits nowhere, and the message reads `0/N nodes are available: <it>.`"""
+        return None
 
     @abstractmethod
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
@@ -126,6 +160,34 @@ def minmax_normalize(raw: np.ndarray) -> np.ndarray:
 
 
 T = TypeVar("T")
+
+
+class CycleMemo(Generic[T]):
+    """One plugin's state for the pod being scheduled (kube's CycleState entry): computed once, then
+    shared by its pre_filter, filter, reasons and score calls of that cycle. Valid while the pod is
+    the same object and the cluster (pods, nodes, catalog) has not changed since."""
+
+    __slots__ = ("_cluster", "_key", "_pod", "_value")
+
+    def __init__(self) -> None:
+        self._pod: PodInfo | None = None
+        self._cluster: ClusterState | None = None
+        self._key: tuple[int, int] = (-1, -1)
+        self._value: T | None = None
+
+    def get(self, pod: PodInfo, cluster: ClusterState) -> T | None:
+        if (
+            self._pod is pod
+            and self._cluster is cluster
+            and self._key == (cluster.version, cluster.catalog.revision)
+        ):
+            return self._value
+        return None
+
+    def put(self, pod: PodInfo, cluster: ClusterState, value: T) -> T:
+        self._pod, self._cluster, self._value = pod, cluster, value
+        self._key = (cluster.version, cluster.catalog.revision)
+        return value
 
 
 class StaticCache(Generic[T]):

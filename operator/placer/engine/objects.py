@@ -16,7 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from placer.engine.fields import FieldError, is_mapping, mapping, section, sequence
 from placer.engine.quantity import QuantityError, to_milli, to_units
+from placer.engine.relations import (
+    NONE,
+    ControllerRef,
+    PodRelations,
+    SpreadConstraint,
+    parse_controller,
+    parse_pod_affinity,
+    parse_spread_constraints,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -60,13 +70,6 @@ class ObjectError(ValueError):
 
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}" if path else message)
-        self.path = path
-        self.message = message
-
-
-class _SpecError(Exception):
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
         self.path = path
         self.message = message
 
@@ -136,6 +139,10 @@ class PodInfo:
     preferred_terms: tuple[tuple[int, NodeSelectorTerm], ...] = ()
     images: tuple[str, ...] = ()
     container_count: int = 0
+    # inter-pod (anti-)affinity terms (placer.engine.relations), NONE for pods without any
+    relations: PodRelations = NONE
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
+    controller: ControllerRef | None = None
     error: str | None = None
     resource_version: str = ""
 
@@ -167,27 +174,11 @@ def pod_key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _SpecError(path, f"must be an object, not {type(value).__name__}")
-    return value
-
-
-def _sequence(value: Any, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _SpecError(path, f"must be a list, not {type(value).__name__}")
-    return value
-
-
 def _string_map(value: Any, path: str) -> dict[str, str]:
     result: dict[str, str] = {}
-    for key, item in _mapping(value, path).items():
+    for key, item in mapping(value, path).items():
         if not isinstance(item, str):
-            raise _SpecError(f"{path}.{key}", f"must be a string, not {type(item).__name__}")
+            raise FieldError(f"{path}.{key}", f"must be a string, not {type(item).__name__}")
         result[str(key)] = item
     return result
 
@@ -205,29 +196,34 @@ def _resource_amount(name: str, quantity: Any, path: str) -> int:
     try:
         amount = to_milli(quantity) if name == "cpu" else to_units(quantity)
     except QuantityError as error:
-        raise _SpecError(path, str(error)) from None
+        raise FieldError(path, str(error)) from None
     if amount > MAX_AMOUNT:
         unit = " millicores" if name == "cpu" else ""
-        raise _SpecError(path, f"Invalid value: {quantity!r}: must be less than 2^63{unit}")
+        raise FieldError(path, f"Invalid value: {quantity!r}: must be less than 2^63{unit}")
     return amount
 
 
 def _resource_list(value: Any, path: str) -> dict[str, int]:
     result: dict[str, int] = {}
-    for name, quantity in _mapping(value, path).items():
+    if value is None:
+        return result
+    for name, quantity in mapping(value, path).items():
         if name in ("cpu", "memory", "ephemeral-storage", "pods") or is_scalar_resource(name):
             amount = _resource_amount(name, quantity, f"{path}.{name}")
             if amount < 0:
-                raise _SpecError(f"{path}.{name}", "must be greater than or equal to 0")
+                raise FieldError(f"{path}.{name}", "must be greater than or equal to 0")
             result[name] = amount
     return result
 
 
 def _container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
-    resources = _mapping(container.get("resources"), f"{path}.resources")
+    resources = mapping(container.get("resources"), f"{path}.resources")
     requests = _resource_list(resources.get("requests"), f"{path}.resources.requests")
+    limits = resources.get("limits")
+    if limits is None:
+        return requests
     # The API server defaults a missing request to its limit; do the same for hand-written pods.
-    for name, amount in _resource_list(resources.get("limits"), f"{path}.resources.limits").items():
+    for name, amount in _resource_list(limits, f"{path}.resources.limits").items():
         requests.setdefault(name, amount)
     return requests
 
@@ -268,6 +264,24 @@ def _pod_requests(
     return total
 
 
+def _host_ports(container: Mapping[str, Any], path: str) -> list[tuple[str, str, int]]:
+    """(hostIP, protocol, hostPort) of a container's ports that take a port of the node."""
+    ports: list[tuple[str, str, int]] = []
+    raw_ports = container.get("ports")
+    if raw_ports is None:
+        return ports
+    for j, raw_port in enumerate(sequence(raw_ports, f"{path}.ports")):
+        port = mapping(raw_port, f"{path}.ports[{j}]")
+        host_port = port.get("hostPort") or 0
+        if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 <= host_port <= 65535:
+            raise FieldError(
+                f"{path}.ports[{j}].hostPort", f"Invalid value: {host_port!r}: must be between 1 and 65535"
+            )
+        if host_port:
+            ports.append((str(port.get("hostIP") or "0.0.0.0"), str(port.get("protocol") or "TCP"), host_port))
+    return ports
+
+
 def _with_defaults(requests: dict[str, int]) -> dict[str, int]:
     result = dict(requests)
     result.setdefault("cpu", DEFAULT_MILLI_CPU_REQUEST)
@@ -276,45 +290,45 @@ def _with_defaults(requests: dict[str, int]) -> dict[str, int]:
 
 
 def _requirement(raw: Any, path: str, operators: tuple[str, ...]) -> NodeSelectorRequirement:
-    item = _mapping(raw, path)
+    item = mapping(raw, path)
     key = item.get("key")
     if not isinstance(key, str) or not key:
-        raise _SpecError(f"{path}.key", "Required value")
+        raise FieldError(f"{path}.key", "Required value")
     operator = item.get("operator")
     if operator not in operators:
-        raise _SpecError(
+        raise FieldError(
             f"{path}.operator",
             f'Unsupported value: "{operator}": supported values: '
             + ", ".join(f'"{op}"' for op in operators),
         )
-    values = tuple(str(v) for v in _sequence(item.get("values"), f"{path}.values"))
+    values = tuple(str(v) for v in sequence(item.get("values"), f"{path}.values"))
     if operator in ("In", "NotIn") and not values:
-        raise _SpecError(f"{path}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
+        raise FieldError(f"{path}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
     if operator in ("Exists", "DoesNotExist") and values:
-        raise _SpecError(
+        raise FieldError(
             f"{path}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
         )
     if operator in ("Gt", "Lt"):
         if len(values) != 1:
-            raise _SpecError(
+            raise FieldError(
                 f"{path}.values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"
             )
         if go_int(values[0]) is None:
-            raise _SpecError(f"{path}.values[0]", f'Invalid value: "{values[0]}": must be an integer') from None
+            raise FieldError(f"{path}.values[0]", f'Invalid value: "{values[0]}": must be an integer') from None
     if path.rsplit(".", 1)[-1].startswith("matchFields") and key != "metadata.name":
-        raise _SpecError(f"{path}.key", f'Invalid value: "{key}": must be metadata.name')
+        raise FieldError(f"{path}.key", f'Invalid value: "{key}": must be metadata.name')
     return NodeSelectorRequirement(key, operator, values)
 
 
 def _term(raw: Any, path: str) -> NodeSelectorTerm:
-    item = _mapping(raw, path)
+    item = mapping(raw, path)
     expressions = tuple(
         _requirement(req, f"{path}.matchExpressions[{i}]", SELECTOR_OPERATORS)
-        for i, req in enumerate(_sequence(item.get("matchExpressions"), f"{path}.matchExpressions"))
+        for i, req in enumerate(sequence(item.get("matchExpressions"), f"{path}.matchExpressions"))
     )
     fields = tuple(
         _requirement(req, f"{path}.matchFields[{i}]", FIELD_OPERATORS)
-        for i, req in enumerate(_sequence(item.get("matchFields"), f"{path}.matchFields"))
+        for i, req in enumerate(sequence(item.get("matchFields"), f"{path}.matchFields"))
     )
     return NodeSelectorTerm(expressions, fields)
 
@@ -323,40 +337,43 @@ def _node_affinity(spec: Mapping[str, Any]) -> tuple[
     tuple[NodeSelectorTerm, ...] | None, tuple[tuple[int, NodeSelectorTerm], ...]
 ]:
     path = "spec.affinity.nodeAffinity"
-    affinity = _mapping(_mapping(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), path)
+    raw_affinity = spec.get("affinity")
+    if raw_affinity is None:
+        return None, ()
+    affinity = mapping(mapping(raw_affinity, "spec.affinity").get("nodeAffinity"), path)
     required: tuple[NodeSelectorTerm, ...] | None = None
     req_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
     raw_required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if raw_required is not None:
-        terms = _sequence(_mapping(raw_required, req_path).get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
+        terms = sequence(mapping(raw_required, req_path).get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
         required = tuple(_term(t, f"{req_path}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
     preferred: list[tuple[int, NodeSelectorTerm]] = []
     pref_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
-    for i, raw in enumerate(_sequence(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
-        item = _mapping(raw, f"{pref_path}[{i}]")
+    for i, raw in enumerate(sequence(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
+        item = mapping(raw, f"{pref_path}[{i}]")
         weight = item.get("weight")
         if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
-            raise _SpecError(f"{pref_path}[{i}].weight", f"Invalid value: {weight!r}: must be in the range 1-100")
+            raise FieldError(f"{pref_path}[{i}].weight", f"Invalid value: {weight!r}: must be in the range 1-100")
         preferred.append((weight, _term(item.get("preference"), f"{pref_path}[{i}].preference")))
     return required, tuple(preferred)
 
 
 def _toleration(raw: Any, path: str) -> Toleration:
-    item = _mapping(raw, path)
+    item = mapping(raw, path)
     key = item.get("key") or ""
     operator = item.get("operator") or "Equal"
     value = item.get("value") or ""
     effect = item.get("effect") or ""
     if not isinstance(key, str) or not isinstance(value, str):
-        raise _SpecError(path, "key and value must be strings")
+        raise FieldError(path, "key and value must be strings")
     if operator not in ("Equal", "Exists"):
-        raise _SpecError(f"{path}.operator", f'Unsupported value: "{operator}": supported values: "Equal", "Exists"')
+        raise FieldError(f"{path}.operator", f'Unsupported value: "{operator}": supported values: "Equal", "Exists"')
     if operator == "Exists" and value:
-        raise _SpecError(f"{path}.operator", "Invalid value: value must be empty when `operator` is 'Exists'")
+        raise FieldError(f"{path}.operator", "Invalid value: value must be empty when `operator` is 'Exists'")
     if not key and operator != "Exists":
-        raise _SpecError(f"{path}.operator", "Invalid value: operator must be Exists when `key` is empty")
+        raise FieldError(f"{path}.operator", "Invalid value: operator must be Exists when `key` is empty")
     if effect and effect not in TAINT_EFFECTS:
-        raise _SpecError(f"{path}.effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
+        raise FieldError(f"{path}.effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
     return Toleration(key, operator, value, effect)
 
 
@@ -377,10 +394,10 @@ def parse_timestamp(value: Any) -> float:
 
 
 def _metadata(obj: Any, kind: str) -> Mapping[str, Any]:
-    if not isinstance(obj, Mapping):
+    if not is_mapping(obj):
         raise ObjectError("", f"a {kind} must be an object, not {type(obj).__name__}")
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    if not is_mapping(meta):
         raise ObjectError("metadata", f"a {kind} needs metadata")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
@@ -394,8 +411,8 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     namespace = meta.get("namespace") or "default"
     if not isinstance(namespace, str):
         raise ObjectError("metadata.namespace", "must be a string")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    spec = section(obj, "spec")
+    status = section(obj, "status")
     scheduler_name = spec.get("schedulerName") or "default-scheduler"
     node_name = spec.get("nodeName") or ""
     pod = PodInfo(
@@ -411,7 +428,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     )
     try:
         _fill_pod(pod, meta, spec)
-    except _SpecError as error:
+    except FieldError as error:
         pod.error = f"invalid pod {pod.key}: {error}"
     return pod
 
@@ -421,10 +438,10 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
     priority = spec.get("priority")
     if priority is not None:
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise _SpecError("spec.priority", f"must be an integer, not {priority!r}")
+            raise FieldError("spec.priority", f"must be an integer, not {priority!r}")
         pod.priority = priority
-    containers = _sequence(spec.get("containers"), "spec.containers")
-    init_containers = _sequence(spec.get("initContainers"), "spec.initContainers")
+    containers = sequence(spec.get("containers"), "spec.containers")
+    init_containers = sequence(spec.get("initContainers"), "spec.initContainers")
     container_requests: list[dict[str, int]] = []
     container_nonzero: list[dict[str, int]] = []
     images: list[str] = []
@@ -432,52 +449,61 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
     init_requests: list[tuple[dict[str, int], bool]] = []
     for i, raw in enumerate(init_containers):
         path = f"spec.initContainers[{i}]"
-        container = _mapping(raw, path)
-        init_requests.append((_container_requests(container, path), container.get("restartPolicy") == "Always"))
+        container = mapping(raw, path)
+        restartable = container.get("restartPolicy") == "Always"
+        init_requests.append((_container_requests(container, path), restartable))
         if isinstance(container.get("image"), str):
             images.append(_normalized_image(container["image"]))
+        if restartable:  # a sidecar holds its host ports for the pod's whole life, as kube counts them
+            ports.extend(_host_ports(container, path))
     for i, raw in enumerate(containers):
         path = f"spec.containers[{i}]"
-        container = _mapping(raw, path)
+        container = mapping(raw, path)
         requests = _container_requests(container, path)
         container_requests.append(requests)
         container_nonzero.append(_with_defaults(requests))
         if isinstance(container.get("image"), str):
             images.append(_normalized_image(container["image"]))
-        for j, raw_port in enumerate(_sequence(container.get("ports"), f"{path}.ports")):
-            port = _mapping(raw_port, f"{path}.ports[{j}]")
-            host_port = port.get("hostPort") or 0
-            if isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 <= host_port <= 65535:
-                raise _SpecError(
-                    f"{path}.ports[{j}].hostPort", f"Invalid value: {host_port!r}: must be between 1 and 65535"
-                )
-            if host_port:
-                ports.append((str(port.get("hostIP") or "0.0.0.0"), str(port.get("protocol") or "TCP"), host_port))
+        ports.extend(_host_ports(container, path))
     overhead = _resource_list(spec.get("overhead"), "spec.overhead")
-    pod.requests = _pod_requests(container_requests, init_requests, overhead)
+    # the usual pod, one container and nothing else, sums to that container's (fresh) dicts
+    single = len(container_requests) == 1 and not init_requests and not overhead
+    pod.requests = container_requests[0] if single else _pod_requests(container_requests, init_requests, overhead)
     pod.requests.pop("pods", None)
     for name, amount in pod.requests.items():
         if amount > MAX_AMOUNT:
-            raise _SpecError("spec", f"the pod's total {name} request is too large: must be less than 2^63")
+            raise FieldError("spec", f"the pod's total {name} request is too large: must be less than 2^63")
     # kube applies the 100m/200Mi defaults to init containers and sidecars too (NonMissingContainerRequests)
-    init_nonzero = [(_with_defaults(requests), restartable) for requests, restartable in init_requests]
-    nonzero = _pod_requests(container_nonzero, init_nonzero, overhead)
+    if single:
+        nonzero = container_nonzero[0]
+    else:
+        init_nonzero = [(_with_defaults(requests), restartable) for requests, restartable in init_requests]
+        nonzero = _pod_requests(container_nonzero, init_nonzero, overhead)
     pod.nonzero_cpu = nonzero.get("cpu", 0)
     pod.nonzero_memory = nonzero.get("memory", 0)
     pod.images = tuple(images)
     pod.container_count = len(containers) + len(init_containers)
     pod.host_ports = tuple(ports)
-    pod.tolerations = tuple(
-        _toleration(t, f"spec.tolerations[{i}]")
-        for i, t in enumerate(_sequence(spec.get("tolerations"), "spec.tolerations"))
-    )
+    raw_tolerations = spec.get("tolerations")
+    if raw_tolerations is not None:
+        pod.tolerations = tuple(
+            _toleration(t, f"spec.tolerations[{i}]")
+            for i, t in enumerate(sequence(raw_tolerations, "spec.tolerations"))
+        )
     pod.node_selector = _string_map(spec.get("nodeSelector"), "spec.nodeSelector")
     pod.required_terms, pod.preferred_terms = _node_affinity(spec)
+    affinity = mapping(spec.get("affinity"), "spec.affinity")
+    if affinity:
+        pod.relations = parse_pod_affinity(affinity, pod.namespace, pod.labels)
+    if spec.get("topologySpreadConstraints") is not None:
+        pod.spread_constraints = parse_spread_constraints(spec["topologySpreadConstraints"], pod.labels)
+    if meta.get("ownerReferences"):
+        pod.controller = parse_controller(meta)
 
 
 def _node_ready(status: Mapping[str, Any]) -> bool:
     for condition in status.get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+        if is_mapping(condition) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
 
@@ -485,8 +511,8 @@ def _node_ready(status: Mapping[str, Any]) -> bool:
 def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
     """Build a NodeInfo; raise ObjectError naming the field when the node is unusable."""
     meta = _metadata(obj, "Node")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    spec = section(obj, "spec")
+    status = section(obj, "status")
     try:
         labels = _string_map(meta.get("labels"), "metadata.labels")
         # Real nodes always report allocatable; hand-written ones may give only capacity.
@@ -495,24 +521,24 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
             raw_allocatable = status.get("capacity")
         allocatable = _resource_list(raw_allocatable, "status.allocatable")
         taints = []
-        for i, raw in enumerate(_sequence(spec.get("taints"), "spec.taints")):
-            item = _mapping(raw, f"spec.taints[{i}]")
+        for i, raw in enumerate(sequence(spec.get("taints"), "spec.taints")):
+            item = mapping(raw, f"spec.taints[{i}]")
             key = item.get("key")
             if not isinstance(key, str) or not key:
-                raise _SpecError(f"spec.taints[{i}].key", "Required value")
+                raise FieldError(f"spec.taints[{i}].key", "Required value")
             effect = item.get("effect")
             if effect not in TAINT_EFFECTS:
-                raise _SpecError(f"spec.taints[{i}].effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
+                raise FieldError(f"spec.taints[{i}].effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
             taints.append(Taint(key, str(item.get("value") or ""), effect))
         images = []
-        for i, raw in enumerate(_sequence(status.get("images"), "status.images")):
-            item = _mapping(raw, f"status.images[{i}]")
-            names = tuple(str(n) for n in _sequence(item.get("names"), f"status.images[{i}].names"))
+        for i, raw in enumerate(sequence(status.get("images"), "status.images")):
+            item = mapping(raw, f"status.images[{i}]")
+            names = tuple(str(n) for n in sequence(item.get("names"), f"status.images[{i}].names"))
             size = item.get("sizeBytes") or 0
             if isinstance(size, bool) or not isinstance(size, int):
-                raise _SpecError(f"status.images[{i}].sizeBytes", "must be an integer")
+                raise FieldError(f"status.images[{i}].sizeBytes", "must be an integer")
             images.append((names, size))
-    except _SpecError as error:
+    except FieldError as error:
         raise ObjectError(error.path, error.message) from None
     return NodeInfo(
         name=meta["name"],
@@ -531,6 +557,6 @@ def parse_node_metrics(obj: Mapping[str, Any]) -> tuple[str, dict[str, int]]:
     meta = _metadata(obj, "NodeMetrics")
     try:
         usage = _resource_list(obj.get("usage"), "usage")
-    except _SpecError as error:
+    except FieldError as error:
         raise ObjectError(error.path, error.message) from None
     return meta["name"], usage

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 __all__ = ["QuantityError", "parse_quantity", "to_milli", "to_units"]
 
@@ -72,11 +73,33 @@ def _ceil(value: Fraction) -> int:
     return -((-value.numerator) // value.denominator)
 
 
+# A cluster repeats a handful of quantity strings ("100m", "128Mi", "110") over thousands of pods
+# and nodes: the conversions of short strings are memoised (a bounded LRU; an invalid string is
+# not cached, its QuantityError is raised afresh each time). Only exact `str`s are cached, so that
+# `True`, `1` and `1.0` (equal keys to a cache) keep their own handling.
+_CACHED_LENGTH = 64
+_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _milli_of(value: str) -> int:
+    return _ceil(parse_quantity(value) * 1000)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _units_of(value: str) -> int:
+    return _ceil(parse_quantity(value))
+
+
 def to_milli(value: str | int | float) -> int:
     """Millicores (or milli-units), rounded up as `Quantity.MilliValue()`."""
+    if type(value) is str and len(value) <= _CACHED_LENGTH:
+        return _milli_of(value)
     return _ceil(parse_quantity(value) * 1000)
 
 
 def to_units(value: str | int | float) -> int:
     """Whole units (bytes, counts), rounded up as `Quantity.Value()`."""
+    if type(value) is str and len(value) <= _CACHED_LENGTH:
+        return _units_of(value)
     return _ceil(parse_quantity(value))

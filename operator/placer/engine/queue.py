@@ -5,9 +5,11 @@ places, as in kube-scheduler:
 
 - *active*: ready now, popped highest `spec.priority` first, then oldest, then by name;
 - *waiting*: failed an attempt, ready again after a backoff of 1 s doubling to 10 s; a cluster
-  change that may help (`wake()`) makes every waiting pod ready as soon as it has waited the
+  change that may help (`wake(event)`) makes a waiting pod ready as soon as it has waited the
   initial backoff since its last attempt, so a labelled node is used promptly without letting
-  a busy cluster hot-loop a pod;
+  a busy cluster hot-loop a pod. Which changes may help a pod is what the filters that rejected
+  it listed (`FilterPlugin.events`): a pod short of cpu is not retried because a pod was added
+  somewhere, one waiting for an anti-affinity peer to leave is, when it leaves;
 - *in flight*: popped and being decided or bound; updates to it are kept for its next attempt.
 
 Because the longest backoff is 10 s, a waiting pod is retried at least that often even when
@@ -40,6 +42,7 @@ class QueuedPod:
     ready_at: float = float("-inf")
     ticket: int = 0  # invalidates stale heap entries
     state: str = "active"  # active | waiting | in_flight
+    wake_on: frozenset[str] = frozenset()  # events that may help it (empty: any)
 
 
 class SchedulingQueue:
@@ -56,6 +59,9 @@ class SchedulingQueue:
         self._active: list[tuple[tuple[int, float, str], int, str]] = []
         self._waiting: list[tuple[float, int, str]] = []
         self._tickets = itertools.count()
+        # event -> keys of the waiting pods it may help ("" : pods any event may help), so a wake
+        # costs the pods it wakes, not the whole queue
+        self._interested: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -88,7 +94,9 @@ class SchedulingQueue:
 
     def remove(self, key: str) -> None:
         """The pod is gone, bound, or no longer ours; stale heap entries are skipped later."""
-        self._entries.pop(key, None)
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._uninterest(entry)
 
     def pop(self) -> PodInfo | None:
         """The next pod to schedule, or None when none is ready now."""
@@ -103,17 +111,31 @@ class SchedulingQueue:
                 return entry.pod
         return None
 
-    def backoff(self, key: str) -> float | None:
-        """After a failed attempt: wait 1 s doubling to 10 s; returns the delay."""
+    def backoff(self, key: str, wake_on: frozenset[str] = frozenset()) -> float | None:
+        """After a failed attempt: wait 1 s doubling to 10 s, or until one of the `wake_on` events
+        (empty: any event); returns the delay."""
         entry = self._entries.get(key)
         if entry is None:
             return None
         delay = min(self.initial_backoff * 2 ** max(entry.attempts - 1, 0), self.max_backoff)
+        self._uninterest(entry)
+        entry.wake_on = wake_on
         entry.state = "waiting"
         entry.ready_at = entry.last_attempt + delay
         entry.ticket = next(self._tickets)
         heapq.heappush(self._waiting, (entry.ready_at, entry.ticket, key))
+        for event in wake_on or ("",):
+            self._interested.setdefault(event, set()).add(key)
         return delay
+
+    def _uninterest(self, entry: QueuedPod) -> None:
+        key = entry.pod.key
+        for event in entry.wake_on or ("",):
+            keys = self._interested.get(event)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._interested[event]
 
     def retry_now(self, key: str) -> None:
         """Back to active without backoff (e.g. the node it was bound to vanished)."""
@@ -121,20 +143,25 @@ class SchedulingQueue:
         if entry is not None:
             self._push_active(entry)
 
-    def wake(self) -> None:
-        """A change that may help waiting pods: retry each once the initial backoff has passed."""
-        changed = False
-        for entry in self._entries.values():
-            if entry.state == "waiting":
-                soonest = entry.last_attempt + self.initial_backoff
-                if soonest < entry.ready_at:
-                    entry.ready_at = soonest
-                    changed = True
-        if changed:
-            self._waiting = [
-                (e.ready_at, e.ticket, key) for key, e in self._entries.items() if e.state == "waiting"
-            ]
-            heapq.heapify(self._waiting)
+    def wake(self, event: str | None = None) -> None:
+        """A change that may help waiting pods: retry each once the initial backoff has passed.
+
+        With an `event` (a `ClusterEvent`), only the pods it may help; None wakes every pod.
+        """
+        if event is None:
+            keys: set[str] = {key for key, entry in self._entries.items() if entry.state == "waiting"}
+        else:
+            keys = set()
+            for wanted in (event, event.partition("/")[0], ""):
+                keys |= self._interested.get(wanted, set())
+        for key in keys:
+            entry = self._entries[key]
+            self._uninterest(entry)  # woken once per backoff: a stream of events costs nothing more
+            soonest = entry.last_attempt + self.initial_backoff
+            if soonest < entry.ready_at:
+                entry.ready_at = soonest
+                entry.ticket = next(self._tickets)
+                heapq.heappush(self._waiting, (entry.ready_at, entry.ticket, key))
 
     def next_ready_in(self) -> float | None:
         """Seconds until a waiting pod becomes ready (0 if one is ready); None if none waits."""
@@ -147,6 +174,8 @@ class SchedulingQueue:
         return None
 
     def _push_active(self, entry: QueuedPod) -> None:
+        if entry.state == "waiting":
+            self._uninterest(entry)
         entry.state = "active"
         entry.ticket = next(self._tickets)
         heapq.heappush(self._active, (queue_order(entry.pod), entry.ticket, entry.pod.key))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placer.engine.cluster import ClusterState
+from placer.engine.framework import FilterPlugin
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 
@@ -54,6 +55,10 @@ class Decision:
     reasons: dict[str, int] = field(default_factory=dict)
     feasible: int = 0
     top: list[NodeScore] = field(default_factory=list)
+    #: the filters that rejected the pod, and the cluster events that may undo their rejections
+    #: (empty when unknown: any change may help)
+    rejected_by: tuple[str, ...] = ()
+    wake_on: frozenset[str] = frozenset()
 
     @property
     def scheduled(self) -> bool:
@@ -71,8 +76,11 @@ def nodes_to_find(percentage: int, all_nodes: int) -> int:
     return max(all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def fit_error_message(all_nodes: int, reasons: Counter[str]) -> str:
-    """kube-scheduler's FitError: `0/5 nodes are available: 1 node(s) ..., 4 Insufficient cpu.`"""
+def fit_error_message(all_nodes: int, reasons: Counter[str], pod_reason: str | None = None) -> str:
+    """kube-scheduler's FitError: `0/5 nodes are available: 1 node(s) ..., 4 Insufficient cpu.`, or,
+    when a PreFilter rejected the pod itself, `0/5 nodes are available: <that reason>.`"""
+    if pod_reason is not None:
+        return f"0/{all_nodes} nodes are available: {pod_reason}."
     pairs = sorted(f"{count} {reason}" for reason, count in reasons.items())
     return f"0/{all_nodes} nodes are available: {', '.join(pairs)}."
 
@@ -94,6 +102,13 @@ class Scheduler:
             decision.message = NO_NODES_MESSAGE
             return decision
 
+        for plugin in profile.filters:
+            pod_reason = plugin.pre_filter(pod, cluster)
+            if pod_reason is not None:
+                decision.message = fit_error_message(all_nodes, Counter(), pod_reason)
+                decision.rejected_by, decision.wake_on = (plugin.name,), plugin.events
+                return decision
+
         feasible = cluster.present[: cluster.size].copy()
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
@@ -103,19 +118,22 @@ class Scheduler:
                     break
         slots = self._nodes_to_score(feasible, profile, cluster, all_nodes)
         if slots.size == 0:
-            decision.reasons = dict(self._failure_reasons(pod, profile, cluster))
-            decision.message = fit_error_message(all_nodes, Counter(decision.reasons))
+            reasons, rejected_by = self._failure_reasons(pod, profile, cluster)
+            decision.reasons = dict(reasons)
+            decision.message = fit_error_message(all_nodes, reasons)
+            decision.rejected_by = tuple(plugin.name for plugin in rejected_by)
+            decision.wake_on = frozenset().union(*(plugin.events for plugin in rejected_by))
             return decision
 
         totals = np.zeros(slots.size, dtype=np.int64)
-        per_plugin: list[tuple[str, np.ndarray]] = []
+        per_plugin: list[tuple[str, np.ndarray | None]] = []
         for plugin, weight in profile.scores:
             if plugin.pre_score(pod, cluster):
                 scores = plugin.normalize(plugin.score(pod, cluster, slots))
-            else:
-                scores = np.zeros(slots.size, dtype=np.int64)
-            totals += weight * scores
-            per_plugin.append((plugin.name, scores))
+                totals += weight * scores
+                per_plugin.append((plugin.name, scores))
+            else:  # the plugin does not apply: 0 on every node
+                per_plugin.append((plugin.name, None))
 
         ranks = cluster.name_rank()[slots]
         order = np.lexsort((ranks, -totals))  # best total first, then smaller node name
@@ -125,7 +143,7 @@ class Scheduler:
             NodeScore(
                 node=cluster.names[slots[i]],
                 total=int(totals[i]),
-                plugins={name: int(scores[i]) for name, scores in per_plugin},
+                plugins={name: 0 if scores is None else int(scores[i]) for name, scores in per_plugin},
             )
             for i in order[:top]
         ]
@@ -152,10 +170,13 @@ class Scheduler:
         return rotated[positions]
 
     @staticmethod
-    def _failure_reasons(pod: PodInfo, profile: Profile, cluster: ClusterState) -> Counter[str]:
-        """Each node's reasons come from the first filter that rejected it."""
+    def _failure_reasons(
+        pod: PodInfo, profile: Profile, cluster: ClusterState
+    ) -> tuple[Counter[str], list[FilterPlugin]]:
+        """Each node's reasons come from the first filter that rejected it; also which filters did."""
         remaining = cluster.present[: cluster.size].copy()
         reasons: Counter[str] = Counter()
+        rejected_by: list[FilterPlugin] = []
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
             if mask is None:
@@ -163,5 +184,6 @@ class Scheduler:
             rejected = np.flatnonzero(remaining & ~mask)
             if rejected.size:
                 reasons.update(plugin.reason_counts(pod, cluster, rejected))
+                rejected_by.append(plugin)
             remaining &= mask
-        return reasons
+        return reasons, rejected_by

@@ -1,0 +1,99 @@
+"""The cluster's other objects — namespaces, services, workloads, claims, volumes, classes, budgets —
+each kind in a cache of its own, all filled through one generic path.
+
+A `Kind` says what the object is called on the API server (for the operator's watches and the
+simulator's `--cluster` files) and how one is parsed into the immutable value plugins read. The
+`Catalog` holds one cache per kind, keyed by namespace and name, and a version per kind that moves
+on every change, so a plugin can cache what it derives from a kind until that kind changes.
+Nodes and pods are not here: the engine keeps them in columns (`placer.engine.cluster`).
+
+Adding a kind: a parser and one `Kind(...)` line in `placer.engine.kinds.KINDS`; the operator
+then watches it and `placer simulate` reads it, with no other change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Catalog", "Kind"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of object the engine reads, as the API server serves it."""
+
+    name: str  # "Namespace"
+    api_version: str  # "v1", "apps/v1", ...
+    plural: str  # "namespaces"
+    namespaced: bool
+    #: the raw object -> the immutable value plugins read; raises ObjectError when unusable
+    parse: Callable[[Mapping[str, Any]], Any]
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+    def path(self, namespace: str | None = None) -> str:
+        """The collection's URL path (all namespaces when `namespace` is None)."""
+        base = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
+        if namespace and self.namespaced:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+
+class Catalog:
+    """One cache per kind: `{namespace: {name: value}}` ("" is the namespace of cluster-scoped kinds)."""
+
+    def __init__(self) -> None:
+        self._objects: dict[str, dict[str, dict[str, Any]]] = {}
+        self._versions: dict[str, int] = {}
+        self.revision = 0  # moves on every change of any kind
+
+    def _changed(self, kind: str) -> None:
+        self._versions[kind] = self.version(kind) + 1
+        self.revision += 1
+
+    def version(self, kind: str) -> int:
+        """Moves on every change of that kind: what a plugin derives from it is valid while it stays."""
+        return self._versions.get(kind, 0)
+
+    def put(self, kind: str, namespace: str, name: str, value: Any) -> bool:
+        """Add or replace; False when the same value was there already."""
+        names = self._objects.setdefault(kind, {}).setdefault(namespace, {})
+        if names.get(name) == value:
+            return False
+        names[name] = value
+        self._changed(kind)
+        return True
+
+    def remove(self, kind: str, namespace: str, name: str) -> Any | None:
+        names = self._objects.get(kind, {}).get(namespace)
+        if names is None or name not in names:
+            return None
+        value = names.pop(name)
+        if not names:
+            del self._objects[kind][namespace]
+        self._changed(kind)
+        return value
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Any | None:
+        return self._objects.get(kind, {}).get(namespace, {}).get(name)
+
+    def in_namespace(self, kind: str, namespace: str = "") -> Mapping[str, Any]:
+        """Every object of a kind in one namespace, by name."""
+        return self._objects.get(kind, {}).get(namespace, {})
+
+    def items(self, kind: str) -> Iterator[tuple[str, str, Any]]:
+        """(namespace, name, value) of every object of a kind."""
+        for namespace, names in self._objects.get(kind, {}).items():
+            for name, value in names.items():
+                yield namespace, name, value
+
+    def count(self, kind: str) -> int:
+        return sum(len(names) for names in self._objects.get(kind, {}).values())

@@ -1,0 +1,125 @@
+"""The kinds kept in the `Catalog` beside nodes and pods, and how each is parsed.
+
+Each value is immutable and carries its `namespace` ("" for cluster-scoped kinds) and `name`.
+`KINDS` is the registry: the operator watches every kind in it (RBAC: get, list, watch) and
+`placer simulate` accepts every kind in it in `--cluster` files.
+
+- Namespace: its labels, for inter-pod affinity's `namespaceSelector`.
+- Service, ReplicaSet, StatefulSet: their selectors, for PodTopologySpread's system default
+  constraints (kube's `helper.DefaultSelector`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from placer.engine.catalog import Catalog, Kind
+from placer.engine.fields import FieldError, section
+from placer.engine.labels import LabelSelector, parse_label_selector
+from placer.engine.objects import ObjectError
+
+__all__ = [
+    "KINDS",
+    "KINDS_BY_NAME",
+    "NamespaceInfo",
+    "ServiceInfo",
+    "WorkloadInfo",
+    "delete_object",
+    "upsert_object",
+]
+
+
+def _meta(obj: Mapping[str, Any], kind: str, namespaced: bool) -> tuple[str, str, Mapping[str, Any]]:
+    if not isinstance(obj, Mapping):
+        raise ObjectError("", f"a {kind} must be an object, not {type(obj).__name__}")
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise ObjectError("metadata", f"a {kind} needs metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("metadata.name", "Required value")
+    namespace = (meta.get("namespace") or "default") if namespaced else ""
+    if not isinstance(namespace, str):
+        raise ObjectError("metadata.namespace", "must be a string")
+    return namespace, name, meta
+
+
+def _string_map(value: Any, path: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+        raise ObjectError(path, "must be a map of strings")
+    return {str(k): v for k, v in value.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceInfo:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    namespace: str = ""
+
+
+def parse_namespace(obj: Mapping[str, Any]) -> NamespaceInfo:
+    _, name, meta = _meta(obj, "Namespace", namespaced=False)
+    return NamespaceInfo(name, _string_map(meta.get("labels"), "metadata.labels"))
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceInfo:
+    namespace: str
+    name: str
+    selector: dict[str, str] | None  # None: a service without a selector selects no pods
+
+
+def parse_service(obj: Mapping[str, Any]) -> ServiceInfo:
+    namespace, name, _ = _meta(obj, "Service", namespaced=True)
+    spec = section(obj, "spec")
+    raw = spec.get("selector")
+    return ServiceInfo(namespace, name, None if raw is None else _string_map(raw, "spec.selector"))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """A ReplicaSet or StatefulSet: what its pods' default spreading selects."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+
+
+def _workload(kind: str) -> Any:
+    def parse(obj: Mapping[str, Any]) -> WorkloadInfo:
+        namespace, name, _ = _meta(obj, kind, namespaced=True)
+        spec = section(obj, "spec")
+        try:
+            selector = parse_label_selector(spec.get("selector"), "spec.selector")
+        except FieldError as error:
+            raise ObjectError(error.path, error.message) from None
+        return WorkloadInfo(namespace, name, selector)
+
+    return parse
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind("Namespace", "v1", "namespaces", False, parse_namespace),
+    Kind("Service", "v1", "services", True, parse_service),
+    Kind("ReplicaSet", "apps/v1", "replicasets", True, _workload("ReplicaSet")),
+    Kind("StatefulSet", "apps/v1", "statefulsets", True, _workload("StatefulSet")),
+)
+KINDS_BY_NAME: dict[str, Kind] = {kind.name: kind for kind in KINDS}
+
+
+def upsert_object(catalog: Catalog, kind: Kind, raw: Mapping[str, Any]) -> bool:
+    """Parse and file one object; True when the catalog changed. ObjectError when unusable."""
+    value = kind.parse(raw)
+    return catalog.put(kind.name, value.namespace, value.name, value)
+
+
+def delete_object(catalog: Catalog, kind: Kind, raw: Mapping[str, Any]) -> bool:
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        return False
+    namespace = (meta.get("namespace") or "default") if kind.namespaced else ""
+    return catalog.remove(kind.name, namespace, meta["name"]) is not None
