@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
-from placer.plugins import FILTER_NAMES, SCORE_NAMES
+from placer.engine.kinds import KINDS as CATALOG_KINDS
+from placer.plugins import FILTER_NAMES, REGISTRY, SCORE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "manifests" / "chart" / "placer"
@@ -63,15 +64,14 @@ CLUSTER_RULES = {
     ("ClusterRole", "metrics.k8s.io", "nodes", "list", ""),
     ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "list", ""),
     ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "watch", ""),
+    # every kind the engine's catalog reads (namespaces, services, workloads, ...): read-only
+    *(("ClusterRole", kind.group, kind.plural, verb, "")
+      for kind in CATALOG_KINDS for verb in ("get", "list", "watch")),
 }
 LEASE_RULES = {
     ("Role", "coordination.k8s.io", "leases", "create", ""),
     ("Role", "coordination.k8s.io", "leases", "get", "placer"),
     ("Role", "coordination.k8s.io", "leases", "update", "placer"),
-}
-NAMESPACE_RULES = {
-    ("ClusterRole", "", "namespaces", "list", ""),
-    ("ClusterRole", "", "namespaces", "watch", ""),
 }
 
 FILTERS = FILTER_NAMES
@@ -219,9 +219,11 @@ def test_rbac_bindings_grant_the_roles_to_the_service_account(default_docs: list
             assert rule["resourceNames"] == ["placer"]
 
 
-def test_namespaces_permission_only_with_watch_namespaces(helm: str) -> None:
+def test_watch_namespaces_needs_no_more_permissions(helm: str) -> None:
+    # Kopf lists and watches namespaces when namespaced: the catalog reads them anyway
+    assert ("ClusterRole", "", "namespaces", "watch", "") in CLUSTER_RULES
     docs = render(helm, "watchNamespaces={team-*,batch}")
-    assert permissions(docs) == CLUSTER_RULES | LEASE_RULES | NAMESPACE_RULES
+    assert permissions(docs) == CLUSTER_RULES | LEASE_RULES
     args = container(docs)["args"]
     assert args[args.index("--namespace") :] == ["--namespace", "team-*", "--namespace", "batch"]
 
@@ -469,7 +471,7 @@ def test_crd_plugin_enums() -> None:
     spec = manifests.crd_schema()["properties"]["spec"]["properties"]
     assert set(spec["filters"]["items"]["properties"]["name"]["enum"]) == FILTERS
     assert set(spec["scores"]["items"]["properties"]["name"]["enum"]) == SCORES
-    assert len(FILTERS | SCORES) == 12
+    assert len(FILTERS | SCORES) == len(REGISTRY) == 14
 
 
 def test_crd_schema_is_structural() -> None:

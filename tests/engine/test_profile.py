@@ -16,15 +16,19 @@ def test_omitted_lists_get_the_defaults() -> None:
     assert profile.scheduler_name == "placer"
     assert profile.generation == 4
     assert profile.percentage_of_nodes_to_score == 0
+    # API.md §2b: kube-scheduler's default profile plus NodeReady
     assert names(profile.filters) == [
         "NodeUnschedulable", "NodeReady", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+        "PodTopologySpread", "InterPodAffinity",
     ]
     assert names(profile.filters) == [f["name"] for f in DEFAULT_FILTERS]
     assert [(p.name, w) for p, w in profile.scores] == [
-        ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
-        ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
+        ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
+        ("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
     ]
-    assert profile.scores[2][0].args.scoringStrategy.type == "LeastAllocated"
+    assert profile.scores[4][0].args.scoringStrategy.type == "LeastAllocated"
+    assert profile.scores[2][0].args.defaultingType == "System"
+    assert profile.scores[3][0].args.hardPodAffinityWeight == 1
 
 
 def test_empty_lists_mean_none() -> None:
@@ -35,7 +39,7 @@ def test_empty_lists_mean_none() -> None:
 
 def test_one_list_given_leaves_the_other_default() -> None:
     profile = compile_profile("p", {"schedulerName": "s", "scores": [{"name": "PreferNode", "args": {"nodes": ["a"]}}]})
-    assert len(profile.filters) == 6
+    assert names(profile.filters) == [f["name"] for f in DEFAULT_FILTERS]
     assert [(p.name, w) for p, w in profile.scores] == [("PreferNode", 1)]
 
 

@@ -33,9 +33,11 @@ def test_totals_are_weighted_sums_and_the_best_wins() -> None:
 def test_default_profile_scores_every_default_plugin() -> None:
     cluster = cluster_of([node("a", cpu="4", memory="8Gi")])
     decision = decide(make_profile(), pod("p", cpu="1", memory="1Gi"), cluster)
-    # TaintToleration 100 (no taints) x3, NodeAffinity skipped 0 x2, LeastAllocated (75 + 87) / 2 = 81,
-    # BalancedAllocation .25 / .125 -> 93, ImageLocality 0
-    assert decision.top[0].plugins == {"TaintToleration": 100, "NodeAffinity": 0, "NodeResourcesFit": 81,
+    # TaintToleration 100 (no taints) x3, NodeAffinity skipped 0 x2, PodTopologySpread (no constraints,
+    # no service or workload for defaults) and InterPodAffinity (no terms) skipped 0 x2,
+    # LeastAllocated (75 + 87) / 2 = 81, BalancedAllocation .25 / .125 -> 93, ImageLocality 0
+    assert decision.top[0].plugins == {"TaintToleration": 100, "NodeAffinity": 0, "PodTopologySpread": 0,
+                                       "InterPodAffinity": 0, "NodeResourcesFit": 81,
                                        "NodeResourcesBalancedAllocation": 93, "ImageLocality": 0}
     assert decision.top[0].total == 300 + 0 + 81 + 93 + 0
 

@@ -42,11 +42,15 @@ DEFAULT_FILTERS: tuple[dict[str, Any], ...] = tuple(
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
     )
 )
 DEFAULT_SCORES: tuple[dict[str, Any], ...] = (
     {"name": "TaintToleration", "weight": 3},
     {"name": "NodeAffinity", "weight": 2},
+    {"name": "PodTopologySpread", "weight": 2},
+    {"name": "InterPodAffinity", "weight": 2},
     {"name": "NodeResourcesFit", "weight": 1, "args": {"scoringStrategy": {"type": "LeastAllocated"}}},
     {"name": "NodeResourcesBalancedAllocation", "weight": 1},
     {"name": "ImageLocality", "weight": 1},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from placer.engine.framework import FilterPlugin, Plugin, ScorePlugin
 from placer.plugins.image_locality import ImageLocality
+from placer.plugins.inter_pod_affinity import InterPodAffinity
 from placer.plugins.node_affinity import NodeAffinity
 from placer.plugins.node_label import NodeLabel
 from placer.plugins.node_ports import NodePorts
@@ -17,6 +18,7 @@ from placer.plugins.node_resources_balanced_allocation import NodeResourcesBalan
 from placer.plugins.node_resources_fit import NodeResourcesFit
 from placer.plugins.node_unschedulable import NodeUnschedulable
 from placer.plugins.node_utilization import NodeUtilization
+from placer.plugins.pod_topology_spread import PodTopologySpread
 from placer.plugins.prefer_node import PreferNode
 from placer.plugins.spread_by_label import SpreadByLabel
 from placer.plugins.taint_toleration import TaintToleration
@@ -36,6 +38,8 @@ REGISTRY: dict[str, type[Plugin]] = {
         PreferNode,
         SpreadByLabel,
         NodeUtilization,
+        PodTopologySpread,
+        InterPodAffinity,
     )
 }
 

@@ -54,3 +54,24 @@ def term_mask(cluster: ClusterState, term: NodeSelectorTerm) -> np.ndarray:
     for requirement in term.fields:
         mask &= requirement_mask(cluster, requirement, field=True)
     return mask
+
+
+def required_affinity_mask(
+    cluster: ClusterState,
+    node_selector: dict[str, str],
+    required_terms: tuple[NodeSelectorTerm, ...] | None,
+) -> np.ndarray | None:
+    """kube's `nodeaffinity.GetRequiredNodeAffinity(pod).Match` over every slot: the node carries every
+    `nodeSelector` label and matches one of the required terms (None: the pod has neither, all match).
+    The same mask NodeAffinity's filter computes; PodTopologySpread's `nodeAffinityPolicy: Honor` reads it."""
+    if not node_selector and required_terms is None:
+        return None
+    mask = np.ones(cluster.size, dtype=bool)
+    for label, value in node_selector.items():
+        mask &= np.equal(cluster.label_column(label), value)
+    if required_terms is not None:
+        matched = np.zeros(cluster.size, dtype=bool)
+        for term in required_terms:
+            matched |= term_mask(cluster, term)
+        mask &= matched
+    return mask

@@ -24,7 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, NoArgs
+from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo
 
 WILDCARD = "0.0.0.0"
@@ -44,6 +44,7 @@ def ports_conflict(wanted: Iterable[tuple[str, str, int]], used: Iterable[tuple[
 class NodePorts(FilterPlugin[NoArgs]):
     name: ClassVar[str] = "NodePorts"
     reason: ClassVar[str] = "node(s) didn't have free ports for the requested pod ports"
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD_DELETE})
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if not pod.host_ports:

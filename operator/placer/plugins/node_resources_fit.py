@@ -45,7 +45,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState
-from placer.engine.framework import MAX_NODE_SCORE, FilterPlugin, PluginArgs, ScorePlugin
+from placer.engine.framework import MAX_NODE_SCORE, ClusterEvent, FilterPlugin, PluginArgs, ScorePlugin
 from placer.engine.objects import PodInfo, is_scalar_resource
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
@@ -154,6 +154,8 @@ def allocation(
 
 class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResourcesFitArgs]):
     name: ClassVar[str] = "NodeResourcesFit"
+    # freed room (a pod gone or shrunk) or a new or larger node may make a rejected pod fit
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE})
     Args: ClassVar[type[PluginArgs]] = NodeResourcesFitArgs
 
     def __init__(self, args: NodeResourcesFitArgs) -> None:

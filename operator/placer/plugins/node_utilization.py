@@ -41,6 +41,7 @@ from pydantic import Field
 
 from placer.engine.cluster import CPU, MEMORY, ClusterState
 from placer.engine.framework import (
+    ClusterEvent,
     FilterPlugin,
     PluginArgs,
     ScorePlugin,
@@ -78,6 +79,7 @@ def usage_fractions(cluster: ClusterState) -> np.ndarray:
 class NodeUtilization(FilterPlugin[NodeUtilizationArgs], ScorePlugin[NodeUtilizationArgs]):
     name: ClassVar[str] = "NodeUtilization"
     Args: ClassVar[type[PluginArgs]] = NodeUtilizationArgs
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.NODE_METRICS})
 
     def __init__(self, args: NodeUtilizationArgs) -> None:
         super().__init__(args)

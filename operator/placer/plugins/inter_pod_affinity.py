@@ -1,0 +1,255 @@
+"""InterPodAffinity — pods placed by where other pods are, as kube-scheduler's plugin of that name.
+
+Filter (kube's PreFilter + Filter), in this order per node:
+
+1. the incoming pod's required `podAffinity`: every term needs, in the node's domain of the term's
+   `topologyKey`, a pod matching *all* the terms — "node(s) didn't match pod affinity rules". A
+   node without a term's topology label fails. The first pod of a group may go where no such pod
+   exists yet, when no pod anywhere matches the terms and the pod matches them itself;
+2. the incoming pod's required `podAntiAffinity`: no pod matching a term in the node's domain of
+   its `topologyKey` — "node(s) didn't match pod anti-affinity rules";
+3. symmetry: no pod already placed whose required anti-affinity term matches the incoming pod in
+   the node's domain of that term's key — "node(s) didn't satisfy existing pods anti-affinity rules".
+
+A term selects pods by `labelSelector` in its `namespaces`, or the pod's own namespace when it lists
+none; a `namespaceSelector` adds the Namespaces whose labels it matches (`{}`: every namespace);
+`matchLabelKeys` / `mismatchLabelKeys` are merged into the selector with the pod's own values.
+Pods counted are those bound and those assumed (bind in flight), so two replicas scheduled back to
+back never land together.
+
+Score: per topology domain, +weight for each pod matching one of the incoming pod's preferred
+affinity terms, -weight for its preferred anti-affinity terms, +`hardPodAffinityWeight` for each
+placed pod whose *required* affinity term matches the incoming pod, ±weight for each placed pod
+whose preferred (anti-)affinity term matches it;
+a node scores the sum over the domains it belongs to, min-max normalised onto 0..100 as kube does.
+Skipped (0 everywhere) when nothing contributes, or, with `ignorePreferredTermsOfExistingPods`,
+when the incoming pod has no preferred terms of its own (kube's PreScore Skip).
+
+Counts are kept incrementally per node (`placer.engine.matching`): no cycle scans the pods.
+
+Args: `hardPodAffinityWeight` (0..100, default 1), `ignorePreferredTermsOfExistingPods` (default false).
+
+Example profile (the default profile has it as a filter and a score of weight 2)::
+
+    spec:
+      schedulerName: my-scheduler
+      filters: [{name: InterPodAffinity}]
+      scores:
+        - name: InterPodAffinity
+          weight: 2
+          args: {hardPodAffinityWeight: 5}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from pydantic import Field, StrictBool
+
+from placer.engine.cluster import ClusterState
+from placer.engine.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    CycleMemo,
+    FilterPlugin,
+    PluginArgs,
+    ScorePlugin,
+)
+from placer.engine.labels import LabelSelector
+from placer.engine.matching import MatchingPods, PodQuery, PodTerms, TermRole
+from placer.engine.objects import PodInfo
+from placer.engine.relations import AffinityTerm
+
+AFFINITY_REASON = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
+# a node's reason code -> its reason (0: the node passes)
+REASONS = ("", AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_AFFINITY_REASON)
+
+
+class InterPodAffinityArgs(PluginArgs):
+    hardPodAffinityWeight: int = Field(default=1, ge=0, le=100, strict=True)
+    ignorePreferredTermsOfExistingPods: StrictBool = False
+
+
+def namespace_labels(cluster: ClusterState, namespace: str) -> Mapping[str, str]:
+    value = cluster.catalog.get("Namespace", namespace)
+    return value.labels if value is not None else {}
+
+
+def term_query(cluster: ClusterState, term: AffinityTerm) -> PodQuery:
+    """The incoming pod's term as a query: its namespaces plus those its namespaceSelector selects
+    (kube's `mergeAffinityTermNamespacesIfNotEmpty`; an empty selector selects every namespace)."""
+    selector = term.namespace_selector
+    if selector is None:
+        return PodQuery(term.namespaces, term.selector)
+    if selector.empty:
+        return PodQuery(None, term.selector)
+    selected = {name for _, name, ns in cluster.catalog.items("Namespace") if selector.matches(ns.labels)}
+    return PodQuery(term.namespaces | selected, term.selector)
+
+
+def all_terms_query(queries: list[PodQuery]) -> PodQuery:
+    """Pods matching every one of the queries (kube's `podMatchesAllAffinityTerms`)."""
+    namespaces: frozenset[str] | None = None
+    requirements = []
+    nothing = False
+    for query in queries:
+        if query.namespaces is not None:
+            namespaces = query.namespaces if namespaces is None else namespaces & query.namespaces
+        requirements.extend(query.selector.requirements)
+        nothing = nothing or query.selector.nothing
+    selector = LabelSelector(nothing=True) if nothing else LabelSelector.of(requirements)
+    return PodQuery(namespaces, selector)
+
+
+@dataclass(slots=True)
+class _FilterState:
+    codes: np.ndarray | None  # per slot: an index into REASONS; None: every node passes
+
+
+class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodAffinityArgs]):
+    name: ClassVar[str] = "InterPodAffinity"
+    Args: ClassVar[type[PluginArgs]] = InterPodAffinityArgs
+    # a pod added, gone or relabelled, a node relabelled, a namespace relabelled may each help
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD, "Namespace"})
+
+    def __init__(self, args: InterPodAffinityArgs) -> None:
+        super().__init__(args)
+        self._filter_state: CycleMemo[_FilterState] = CycleMemo()
+        self._score_state: CycleMemo[tuple[np.ndarray | None]] = CycleMemo()
+
+    # ----------------------------------------------------------------- filter
+
+    def _existing_anti_affinity(
+        self, pod: PodInfo, cluster: ClusterState, labels: Mapping[str, str]
+    ) -> np.ndarray | None:
+        """Slots where a placed pod's required anti-affinity term forbids the incoming pod."""
+        terms = cluster.tracker(PodTerms)
+        if not terms.has(TermRole.REQUIRED_ANTI_AFFINITY):
+            return None
+        blocked: np.ndarray | None = None
+        for _, term, column in terms.terms(TermRole.REQUIRED_ANTI_AFFINITY):
+            if not term.matches(pod.namespace, pod.labels, labels):
+                continue
+            domains = cluster.domains(term.topology_key)
+            hit = domains.spread(domains.totals(column) > 0, missing=False)
+            blocked = hit if blocked is None else blocked | hit
+        return blocked
+
+    def _state(self, pod: PodInfo, cluster: ClusterState) -> _FilterState:
+        state = self._filter_state.get(pod, cluster)
+        if state is not None:
+            return state
+        relations = pod.relations
+        labels = namespace_labels(cluster, pod.namespace)
+        existing = self._existing_anti_affinity(pod, cluster, labels)
+        if existing is None and not (relations.required_affinity or relations.required_anti_affinity):
+            return self._filter_state.put(pod, cluster, _FilterState(None))
+        codes = np.zeros(cluster.size, dtype=np.int8)
+        if existing is not None:
+            codes[existing] = 3
+        matching = cluster.tracker(MatchingPods)
+        # codes are written in reverse of kube's order of checks, so a node keeps its first failure
+        for term in relations.required_anti_affinity:
+            domains = cluster.domains(term.topology_key)
+            totals = domains.totals(matching.counts(term_query(cluster, term)))
+            codes[domains.spread(totals > 0, missing=False)] = 2
+        if relations.required_affinity:
+            codes[self._affinity_fails(pod, cluster)] = 1
+        return self._filter_state.put(pod, cluster, _FilterState(codes))
+
+    def _affinity_fails(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray:
+        terms = pod.relations.required_affinity
+        queries = [term_query(cluster, term) for term in terms]
+        together = all_terms_query(queries)
+        counts = cluster.tracker(MatchingPods).counts(together)
+        fails = np.zeros(cluster.size, dtype=bool)
+        pods_exist = np.ones(cluster.size, dtype=bool)
+        any_match = False
+        for term in terms:
+            domains = cluster.domains(term.topology_key)
+            totals = domains.totals(counts)
+            any_match = any_match or bool(totals.any())
+            fails |= domains.ids < 0  # every topology label must exist on the node
+            pods_exist &= domains.spread(totals > 0, missing=False)
+        # the first pod of a group: nothing matches anywhere yet, and the pod matches its own terms
+        first_of_group = not any_match and all(
+            q.namespaces is None or pod.namespace in q.namespaces for q in queries
+        ) and together.selector.matches(pod.labels)
+        if not first_of_group:
+            fails |= ~pods_exist
+        return fails
+
+    def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+        codes = self._state(pod, cluster).codes
+        return None if codes is None else codes == 0
+
+    def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
+        codes = self._state(pod, cluster).codes
+        counts: Counter[str] = Counter()
+        if codes is not None:
+            for code, number in enumerate(np.bincount(codes[rejected], minlength=len(REASONS))):
+                if code and number:
+                    counts[REASONS[code]] += int(number)
+        return counts
+
+    # ----------------------------------------------------------------- score
+
+    def _topology_score(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+        """Per slot, the summed weights of its domains (kube's PreScore + Score); None: skip."""
+        relations = pod.relations
+        preferred = (*relations.preferred_affinity, *((-w, t) for w, t in relations.preferred_anti_affinity))
+        if self.args.ignorePreferredTermsOfExistingPods and not preferred:
+            return None
+        per_slot: np.ndarray | None = None  # None until a matching pod is found (kube: Skip)
+
+        def add(weight: int, term: AffinityTerm, column: np.ndarray) -> None:
+            nonlocal per_slot
+            domains = cluster.domains(term.topology_key)
+            totals = domains.totals(column)
+            if totals.any():  # kube: a topology pair gets an entry once a matching pod is found
+                contribution = domains.spread(weight * totals, missing=0)
+                per_slot = contribution if per_slot is None else per_slot + contribution
+
+        matching = cluster.tracker(MatchingPods)
+        for weight, term in preferred:
+            add(weight, term, matching.counts(term_query(cluster, term)))
+        terms = cluster.tracker(PodTerms)
+        labels = namespace_labels(cluster, pod.namespace)
+        if self.args.hardPodAffinityWeight > 0 and terms.has(TermRole.REQUIRED_AFFINITY):
+            for _, term, column in terms.terms(TermRole.REQUIRED_AFFINITY):
+                if term.matches(pod.namespace, pod.labels, labels):
+                    add(self.args.hardPodAffinityWeight, term, column)
+        # kube ignores them only when the incoming pod has no preferred terms (skipped above)
+        if terms.has(TermRole.PREFERRED):
+            for weight, term, column in terms.terms(TermRole.PREFERRED):
+                if term.matches(pod.namespace, pod.labels, labels):
+                    add(weight, term, column)
+        return per_slot
+
+    def _scores(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+        memo = self._score_state.get(pod, cluster)
+        if memo is None:
+            memo = self._score_state.put(pod, cluster, (self._topology_score(pod, cluster),))
+        return memo[0]
+
+    def pre_score(self, pod: PodInfo, cluster: ClusterState) -> bool:
+        return self._scores(pod, cluster) is not None
+
+    def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
+        scores = self._scores(pod, cluster)
+        return np.zeros(slots.size, dtype=np.int64) if scores is None else scores[slots]
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """kube's NormalizeScore: `100 * (s - min) / (max - min)`, truncated; all alike: 0."""
+        if raw.size == 0:
+            return raw.astype(np.int64)
+        low, high = int(raw.min()), int(raw.max())
+        if high == low:
+            return np.zeros(raw.shape, dtype=np.int64)
+        return (float(MAX_NODE_SCORE) * ((raw - low).astype(np.float64) / float(high - low))).astype(np.int64)
