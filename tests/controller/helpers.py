@@ -16,6 +16,7 @@ from placer.controller.kube import ApiError, BindOutcome, BindResult, Reply
 from placer.controller.main import operate
 from placer.controller.options import Options
 from placer.controller.state import SchedulerState
+from placer.engine.kinds import KINDS as CATALOG_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -423,7 +424,12 @@ class SlowBindReplies:
         self.emu.server._resource = self._original
 
 
-WATCHED_PATHS = ("/api/v1/pods", "/api/v1/nodes", "/apis/placer.dev/v1alpha1/schedulerprofiles")
+WATCHED_PATHS = (
+    "/api/v1/pods",
+    "/api/v1/nodes",
+    "/apis/placer.dev/v1alpha1/schedulerprofiles",
+    *(kind.path() for kind in CATALOG_KINDS),
+)
 
 
 def watching(emu: Any, paths: Iterable[str] = WATCHED_PATHS) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from placer.controller.metrics import Metrics
 from placer.controller.state import SchedulerState
+from placer.engine.kinds import KINDS_BY_NAME
+from placer.testing import namespace, replica_set
 
 from tests.controller.helpers import FakeKube, node, pod, profile, unit_state
 
@@ -131,18 +133,27 @@ async def test_resync_then_objects_kopf_never_confirms_are_checked_and_dropped()
         "/api/v1/nodes": [node("n1"), node("ghost")],
         "/apis/placer.dev/v1alpha1/schedulerprofiles": [profile("p", "placer")],
         "/api/v1/pods": [pod("a"), pod("b", node_name="n1", cpu="1")],
+        "/api/v1/namespaces": [namespace("team-a"), namespace("gone")],
+        "/apis/apps/v1/replicasets": [replica_set("web", {"app": "web"}, "team-a")],
     }
     state = unit_state(kube)
     await state.resync()
     assert state.profiles.active("placer") is not None and state.cluster.node_count == 2
-    assert {kind: len(keys) for kind, keys in state.provisional.items()} == {"pods": 2, "nodes": 2, "profiles": 1}
-    # Kopf's own listing shows what still exists; the profile and "ghost" were deleted in between
+    assert state.cluster.catalog.count("Namespace") == 2 and state.cluster.catalog.count("ReplicaSet") == 1
+    assert {kind: len(keys) for kind, keys in state.provisional.items() if keys} == {
+        "pods": 2, "nodes": 2, "profiles": 1, "namespaces": 2, "replicasets": 1}
+    # Kopf's own listing shows what still exists; the profile, "ghost", namespace "gone" and the
+    # replicaset were deleted in between
     state.node_event({"type": None, "object": node("n1")})
     state.pod_event({"type": None, "object": pod("a")})
     state.pod_event({"type": None, "object": pod("b", node_name="n1", cpu="1")})
+    state.object_event(KINDS_BY_NAME["Namespace"], {"type": None, "object": namespace("team-a")})
     assert await state.verify_provisional() == 0
-    assert sorted(kube.gets) == ["/api/v1/nodes/ghost", "/apis/placer.dev/v1alpha1/schedulerprofiles/p"]
+    assert sorted(kube.gets) == [
+        "/api/v1/namespaces/gone", "/api/v1/nodes/ghost", "/apis/apps/v1/namespaces/team-a/replicasets/web",
+        "/apis/placer.dev/v1alpha1/schedulerprofiles/p"]
     assert state.profiles.active("placer") is None
+    assert state.cluster.catalog.count("Namespace") == 1 and state.cluster.catalog.count("ReplicaSet") == 0
     assert state.cluster.node_names() == ["n1"]
     assert cpu_requested(state, "n1") == 1000
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from placer.engine.cluster import ClusterState
+from placer.engine.kinds import KINDS, upsert_object
 from placer.engine.objects import parse_node, parse_node_metrics, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.queue import queue_order
@@ -28,6 +29,15 @@ from tests.kubeemu import KubeEmulator
 # every example on its own, and all.yaml: all of them at once, sharing one queue and one cluster
 PROFILE_FILES = sorted((EXAMPLES / "profiles").glob("*.yaml"))
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# the emulator's resource for each kind of the sample: nodes, pods, NodeMetrics and the catalog's kinds
+# (Namespace, Service, ReplicaSet, StatefulSet), the latter in the order simulate's docs list them
+RESOURCES = {
+    "Node": "nodes",
+    "Pod": "pods",
+    "NodeMetrics": "metrics.k8s.io/v1beta1/nodes",
+    **{kind.name: f"{kind.api_version}/{kind.plural}" for kind in KINDS},
+}
+ZONE = "topology.kubernetes.io/zone"
 
 
 @functools.cache
@@ -36,7 +46,7 @@ def sample_objects() -> tuple[tuple[str, str], ...]:
     objects: list[tuple[str, str]] = []
     for document in yaml.load_all((EXAMPLES / "cluster.yaml").read_text(), Loader=LOADER):
         for item in (document or {}).get("items") or ([document] if document else []):
-            resource = {"Node": "nodes", "Pod": "pods", "NodeMetrics": "metrics.k8s.io/v1beta1/nodes"}[item["kind"]]
+            resource = RESOURCES[item["kind"]]
             body = {k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
             body["metadata"] = {k: v for k, v in body["metadata"].items()
                                 if k not in ("uid", "resourceVersion", "creationTimestamp")}
@@ -45,9 +55,16 @@ def sample_objects() -> tuple[tuple[str, str], ...]:
 
 
 def load_sample_cluster(emu: KubeEmulator) -> None:
-    """examples/cluster.yaml into the emulator: nodes, pods (bound, completed, pending), NodeMetrics."""
+    """examples/cluster.yaml into the emulator: namespaces, nodes, pods (bound, completed, pending),
+    services, replicasets, NodeMetrics."""
     for resource, body in sample_objects():
-        emu.create(resource, json.loads(body))
+        obj = json.loads(body)
+        meta = obj["metadata"]
+        if resource == RESOURCES["Namespace"] and emu.get(resource, meta["name"]) is not None:
+            # default and kube-system exist from the start, as on a real server: take the sample's labels
+            emu.patch(resource, meta["name"], {"metadata": {"labels": meta.get("labels") or {}}})
+        else:
+            emu.create(resource, obj)
 
 
 def expected_decisions(emu: KubeEmulator, specs: list[dict[str, Any]]) -> dict[str, Decision]:
@@ -57,6 +74,9 @@ def expected_decisions(emu: KubeEmulator, specs: list[dict[str, Any]]) -> dict[s
         cluster.upsert_node(parse_node(raw))
     for raw in emu.list("metrics.k8s.io/v1beta1/nodes"):
         cluster.set_node_metrics(*parse_node_metrics(raw))
+    for kind in KINDS:  # Namespaces, Services, ReplicaSets...: what InterPodAffinity and PodTopologySpread read
+        for raw in emu.list(RESOURCES[kind.name]):
+            upsert_object(cluster.catalog, kind, {"apiVersion": kind.api_version, "kind": kind.name, **raw})
     pending = []
     for raw in emu.list("pods"):
         pod = parse_pod(raw)
@@ -90,6 +110,19 @@ def condition(emu: KubeEmulator, key: str) -> dict[str, Any] | None:
         if item.get("type") == "PodScheduled":
             return item
     return None
+
+
+def assert_checkout_spread(emu: KubeEmulator, bound: Counter[str]) -> None:
+    """The HA recipe (examples/profiles/ha.yaml) as the operator bound it: the checkout replicas of
+    namespace shop, 2 running before and 6 bound now, each on a node of its own, zones even (skew <= 1)."""
+    zone_of = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in emu.list("nodes")}
+    replicas = emu.list("pods", "shop", label_selector="app=checkout")
+    newly_bound = [p for p in replicas if bound[f"shop/{p['metadata']['name']}"] == 1]
+    assert len(replicas) == 8 and len(newly_bound) == 6
+    nodes = [p["spec"].get("nodeName") for p in replicas]
+    assert all(nodes) and len(set(nodes)) == len(nodes), nodes
+    zones = Counter(zone_of[node] for node in nodes)
+    assert set(zones) == set(zone_of.values()) and max(zones.values()) - min(zones.values()) <= 1, zones
 
 
 @pytest.mark.parametrize("profile_file", PROFILE_FILES, ids=[p.stem for p in PROFILE_FILES])
@@ -157,6 +190,8 @@ async def test_example_profile_end_to_end(kube_emulator: KubeEmulator, tmp_path:
         [ready] = status["conditions"]
         assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Loaded")
         assert status["observedGeneration"] == ready["observedGeneration"] == 1
+    if any(document["spec"]["schedulerName"] == "ha-scheduler" for document in documents):
+        assert_checkout_spread(emu, bound)
     # Kopf wrote nothing to any pod: only bindings and pods/status
     writes = [r for r in emu.requests if r.method in ("PATCH", "PUT") and "/pods/" in r.path]
     assert all(r.path.endswith("/status") for r in writes)

@@ -17,6 +17,8 @@ from placer.controller.kube import connection_info
 from placer.controller.options import Options
 from placer.controller.settings import configure_settings
 from placer.controller.state import SchedulerState
+from placer.engine.catalog import Kind
+from placer.engine.kinds import KINDS as CATALOG_KINDS
 
 __all__ = ["register"]
 
@@ -58,3 +60,12 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> None:
     @kopf.on.event("placer.dev", "v1alpha1", "schedulerprofiles", registry=registry)
     async def profile_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         memo.placer.profile_event(event)
+
+    for kind in CATALOG_KINDS:  # namespaces, services, workloads, ...: one handler per kind, one path
+        register_catalog_kind(registry, kind)
+
+
+def register_catalog_kind(registry: kopf.OperatorRegistry, kind: Kind) -> None:
+    @kopf.on.event(kind.api_version, kind.plural, registry=registry, id=f"{kind.plural}_event")
+    async def object_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        memo.placer.object_event(kind, event)

@@ -21,6 +21,7 @@ import time
 
 from placer.controller.kube import BindOutcome, BindResult
 from placer.controller.state import SchedulerState
+from placer.engine.framework import ClusterEvent
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 
@@ -99,13 +100,14 @@ class SchedulingLoop:
         if node is None:
             message = decision.message or "unschedulable"
             self._observe(profile, "error" if pod.error else "unschedulable", started)
-            state.queue.backoff(key)
+            state.queue.backoff(key, decision.wake_on)
             state.reporter.failed(pod, profile.scheduler_name, message)
             if self.debug:
                 logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
             return False
         self._observe(profile, "scheduled", started)
         state.cluster.assume(pod, node)
+        state.queue.wake(ClusterEvent.POD_ADD)  # e.g. a pod with affinity to this one may go now
         if self.debug:
             top = ", ".join(f"{s.node}={s.total}" for s in decision.top)
             logger.debug("pod %s -> %s (profile %s generation %d; top %s)", key, node, profile.name,
@@ -153,6 +155,7 @@ class SchedulingLoop:
         if not outcome.answered:
             state.api_unreachable(outcome.message)
         state.queue.backoff(key)
+        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
         state.wakeup.set()
         logger.warning("bind of %s to %s failed: %s", key, node, outcome.message)
         state.reporter.failed(pod, profile.scheduler_name, f"Binding rejected: {outcome.message}", condition=False)

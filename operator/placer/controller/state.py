@@ -26,18 +26,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from placer.controller.catalog_feed import CatalogFeed, object_key
 from placer.controller.kube import ApiError, KubeClient
 from placer.controller.leader import LeaderElector
 from placer.controller.metrics import Metrics
 from placer.controller.options import Options
 from placer.controller.profiles import ProfileRegistry
 from placer.controller.reporting import Reporter, pod_scheduled_condition
+from placer.engine.catalog import Kind
 from placer.engine.cluster import ClusterState
+from placer.engine.framework import ClusterEvent
+from placer.engine.kinds import KINDS as CATALOG_KINDS
 from placer.engine.objects import ObjectError, PodInfo, parse_node, parse_node_metrics, parse_pod, pod_key
 from placer.engine.profile import Profile
 from placer.engine.queue import SchedulingQueue
@@ -50,7 +55,7 @@ logger = logging.getLogger("placer.state")
 # as kube-scheduler's informer: terminal pods hold no resources and are never scheduled
 ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
-KINDS = ("pods", "nodes", "profiles")
+KINDS = ("pods", "nodes", "profiles", *(kind.plural for kind in CATALOG_KINDS))
 # Kopf delivers a listing in one burst; a listing event this long after the previous one of its
 # kind starts a new listing
 RELIST_GAP = 1.0
@@ -77,6 +82,7 @@ def _accounting_differs(a: PodInfo, b: PodInfo) -> bool:
         or a.host_ports != b.host_ports
         or a.labels != b.labels
         or a.uid != b.uid
+        or a.deleting != b.deleting  # spreading does not count pods being deleted
     )
 
 
@@ -142,6 +148,20 @@ class SchedulerState:
         self.resyncs = 0
         # last seen resourceVersions of nodes and profiles (pods carry theirs), for pruning
         self._versions: dict[str, dict[str, str]] = {"nodes": {}, "profiles": {}}
+        # namespaces, services, workloads, ...: every catalog kind through one path
+        self.catalog = CatalogFeed(self.cluster.catalog, self._wake)
+        # per kind: what files an object (added, changed, listed) and what removes one
+        self._feeds: dict[str, tuple[Callable[[Mapping[str, Any]], None], Callable[[Mapping[str, Any]], None]]] = {
+            "pods": (self.observe_pod, self.pod_deleted),
+            "nodes": (self.observe_node, self.node_deleted),
+            "profiles": (self.observe_profile, self.profile_deleted),
+            **{
+                kind.plural: (
+                    functools.partial(self.catalog.observe, kind), functools.partial(self.catalog.deleted, kind)
+                )
+                for kind in CATALOG_KINDS
+            },
+        }
 
     # ----------------------------------------------------------------- leadership
 
@@ -208,6 +228,15 @@ class SchedulerState:
         else:
             self.observe_profile(raw)
 
+    def object_event(self, kind: Kind, event: Mapping[str, Any]) -> None:
+        """A watch event of a catalog kind (Namespace, Service, ...)."""
+        raw = event["object"]
+        self._kopf(kind.plural, object_key(kind, raw), event["type"])
+        if event["type"] == "DELETED":
+            self.catalog.deleted(kind, raw)
+        else:
+            self.catalog.observe(kind, raw)
+
     # ----------------------------------------------------------------- pods
 
     def _known(self, key: str) -> PodInfo | None:
@@ -251,7 +280,7 @@ class SchedulerState:
         if pod.terminal:
             self._forget_pod(key)
             if self.cluster.remove_pod(key):
-                self._wake()
+                self._wake(ClusterEvent.POD_DELETE)
             return
         if pod.node_name:
             self._unpend(key)
@@ -259,6 +288,10 @@ class SchedulerState:
             self.reporter.forget(key)
             if record is None or record.assumed or _accounting_differs(record.pod, pod):
                 self.cluster.add_pod(pod)
+                if record is None:  # (an assumed pod woke the queue when it was assumed)
+                    self._wake(ClusterEvent.POD_ADD)
+                elif not record.assumed or record.node != pod.node_name:
+                    self._wake(ClusterEvent.POD_UPDATE)
             return
         if record is not None:
             if record.assumed:
@@ -285,7 +318,7 @@ class SchedulerState:
             return  # a DELETED of an older incarnation
         self._forget_pod(key)
         if self.cluster.remove_pod(key):
-            self._wake()
+            self._wake(ClusterEvent.POD_DELETE)
 
     def _forget_pod(self, key: str) -> None:
         self._gated.discard(key)
@@ -318,9 +351,10 @@ class SchedulerState:
                 self.queue.add(pod)
         self.wakeup.set()
 
-    def _wake(self) -> None:
-        """A change that may help waiting pods (node added or changed, resources freed)."""
-        self.queue.wake()
+    def _wake(self, event: str | None = None) -> None:
+        """A change that may help waiting pods: `event` (a ClusterEvent or a catalog kind's name)
+        wakes those it may help; None wakes them all (a profile changed, the API server is back)."""
+        self.queue.wake(event)
         self.wakeup.set()
 
     # ----------------------------------------------------------------- nodes
@@ -340,14 +374,16 @@ class SchedulerState:
             if isinstance(name, str):
                 self.cluster.remove_node(name)
             return
+        new = self.cluster.node(node.name) is None
         if self.cluster.upsert_node(node):
-            self._wake()
+            self._wake(ClusterEvent.NODE_ADD if new else ClusterEvent.NODE_UPDATE)
 
     def node_deleted(self, raw: Mapping[str, Any]) -> None:
         name = (raw.get("metadata") or {}).get("name")
         if isinstance(name, str):
             self._versions["nodes"].pop(name, None)
-            self.cluster.remove_node(name)
+            if self.cluster.remove_node(name):  # spreading may count one domain fewer
+                self._wake(ClusterEvent.NODE_DELETE)
 
     # ----------------------------------------------------------------- profiles
 
@@ -390,9 +426,11 @@ class SchedulerState:
         pod_paths = [f"/api/v1/namespaces/{ns}/pods" for ns in self.options.namespaces] or ["/api/v1/pods"]
         nodes_job = self.kube.list_objects("/api/v1/nodes")
         profiles_job = self._list_profiles()
+        catalog_jobs = [self.kube.list_objects(kind.path()) for kind in CATALOG_KINDS]
         pods_jobs = [self.kube.list_objects(path, pod_query) for path in pod_paths]
-        (nodes, nodes_version), (profiles, profiles_version), *pod_lists = await asyncio.gather(
-            nodes_job, profiles_job, *pods_jobs)
+        (nodes, nodes_version), (profiles, profiles_version), *lists = await asyncio.gather(
+            nodes_job, profiles_job, *catalog_jobs, *pods_jobs)
+        catalog_lists, pod_lists = lists[: len(CATALOG_KINDS)], lists[len(CATALOG_KINDS):]
         self.resyncs += 1
         for raw in nodes:
             self._provisional("nodes", raw, "/api/v1/nodes/{name}")
@@ -402,6 +440,12 @@ class SchedulerState:
             self._provisional("profiles", raw, PROFILES_PATH + "/{name}")
             self.observe_profile(raw)
         self._prune_named("profiles", profiles, profiles_version, self.profile_deleted)
+        for kind, (items, version) in zip(CATALOG_KINDS, catalog_lists, strict=True):
+            item_path = kind.path("{namespace}") + "/{name}"
+            for raw in items:
+                self._provisional(kind.plural, raw, item_path, kind.namespaced)
+                self.catalog.observe(kind, raw)
+            self.catalog.prune(kind, items, version, _gone)
         if self.profiles.uses_metrics:
             await self.poll_node_metrics()
         listed: set[str] = set()
@@ -433,10 +477,10 @@ class SchedulerState:
                 namespace, name = key.split("/", 1)
                 self.pod_deleted({"metadata": {"name": name, "namespace": namespace}})
 
-    def _provisional(self, kind: str, raw: Mapping[str, Any], path: str) -> None:
+    def _provisional(self, kind: str, raw: Mapping[str, Any], path: str, namespaced: bool = False) -> None:
         meta = raw.get("metadata") or {}
         name, namespace = str(meta.get("name")), str(meta.get("namespace") or "default")
-        key = f"{namespace}/{name}" if kind == "pods" else name
+        key = f"{namespace}/{name}" if kind == "pods" or namespaced else name
         if key not in self._from_kopf[kind]:
             self.provisional[kind][key] = path.format(name=name, namespace=namespace)
 
@@ -459,28 +503,18 @@ class SchedulerState:
                     continue
                 if key not in keys:
                     continue  # Kopf confirmed it meanwhile
+                observe, deleted = self._feeds[kind]
                 if reply.status == 404:
                     del keys[key]
-                    name = key.rsplit("/", 1)[-1]
-                    namespace = key.split("/", 1)[0] if kind == "pods" else None
+                    namespace, _, name = key.rpartition("/")
                     gone = {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
                     logger.info("%s %s is gone (deleted before Kopf's first listing)", kind[:-1], key)
-                    if kind == "pods":
-                        self.pod_deleted(gone)
-                    elif kind == "nodes":
-                        self.node_deleted(gone)
-                    else:
-                        self.profile_deleted(gone)
+                    deleted(gone)
                 elif reply.ok:
                     raw = reply.json()
-                    if kind == "pods":
-                        self.observe_pod(raw)
-                        if parse_pod(raw).terminal:  # terminal pods are outside Kopf's selection
-                            del keys[key]
-                    elif kind == "nodes":
-                        self.observe_node(raw)
-                    else:
-                        self.observe_profile(raw)
+                    observe(raw)
+                    if kind == "pods" and parse_pod(raw).terminal:  # terminal pods are outside Kopf's selection
+                        del keys[key]
         return sum(len(keys) for keys in self.provisional.values())
 
     async def verify_provisional_forever(self) -> None:
@@ -576,10 +610,14 @@ class SchedulerState:
             except ObjectError:
                 continue
             usage[name] = values
+        changed = False
         for name in self._metrics_usage.keys() | usage.keys():
             if self._metrics_usage.get(name) != usage.get(name):
                 self.cluster.set_node_metrics(name, usage.get(name))
+                changed = True
         self._metrics_usage = usage
+        if changed:
+            self._wake(ClusterEvent.NODE_METRICS)
         self.profiles.mark_all()  # a NodeUtilization warning may come or go
 
     async def poll_node_metrics_forever(self) -> None:
