@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-e2e
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
@@ -32,10 +32,13 @@ lint: install ## ruff over the code
 demo: install ## set up and run `placer simulate` on the bundled sample cluster
 	$(VENV)/bin/placer simulate --cluster examples/cluster.yaml --profile examples/profiles/all.yaml
 
-bench: bench-engine bench-e2e bench-soak ## all benchmarks: engine alone, end to end, soak with faults
+bench: bench-engine bench-simulate bench-e2e bench-soak ## all benchmarks: engine alone, simulate, end to end, soak with faults
 
 bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, medians of 5 runs
 	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
+
+bench-simulate: install ## `placer simulate -o json`: 1,000 nodes, 2,000 pending pods, phases timed, medians of 5
+	$(PY) bench/simulate_bench.py --runs 5 --json bench/results/simulate.json
 
 -include mk/*.mk
 

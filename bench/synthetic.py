@@ -62,8 +62,30 @@ def make_node(index: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+def relations(app: str) -> dict[str, Any]:
+    """What HA Deployments carry: replicas never share a node, and spread evenly over zones."""
+    selector = {"matchLabels": {"app": app}}
+    return {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": selector}
+        ],
+    }
+
+
 def make_pod(
-    index: int, rng: random.Random, scheduler_name: str = "placer", namespace: str = "bench"
+    index: int,
+    rng: random.Random,
+    scheduler_name: str = "placer",
+    namespace: str = "bench",
+    with_relations: bool = False,
 ) -> dict[str, Any]:
     cpu = rng.choice((100, 250, 500, 750, 1000))
     memory = rng.choice((128, 256, 512, 1024))
@@ -82,6 +104,9 @@ def make_pod(
         spec["nodeSelector"] = {"disktype": "ssd"}
     elif roll < 0.15:
         spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    app = f"app-{index % 20}"
+    if with_relations:
+        spec.update(relations(app))
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -89,7 +114,7 @@ def make_pod(
             "name": f"pod-{index:06d}",
             "namespace": namespace,
             "uid": f"uid-{index:06d}",
-            "labels": {"app": f"app-{index % 20}", "tenant": f"tenant-{index % 4}"},
+            "labels": {"app": app, "tenant": f"tenant-{index % 4}"},
             "creationTimestamp": f"2026-01-01T00:{(index // 60) % 60:02d}:{index % 60:02d}Z",
         },
         "spec": spec,
@@ -97,6 +122,11 @@ def make_pod(
     }
 
 
-def cluster(nodes: int, pods: int, seed: int = 7) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def cluster(
+    nodes: int, pods: int, seed: int = 7, with_relations: bool = False
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`with_relations`: every pod has required anti-affinity on hostname and a DoNotSchedule zone
+    spread constraint against the other pods of its app (20 apps)."""
     rng = random.Random(seed)
-    return [make_node(i, rng) for i in range(nodes)], [make_pod(i, rng) for i in range(pods)]
+    node_objs = [make_node(i, rng) for i in range(nodes)]
+    return node_objs, [make_pod(i, rng, with_relations=with_relations) for i in range(pods)]

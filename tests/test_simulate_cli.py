@@ -68,7 +68,7 @@ def example_result(example_docs: Any) -> dict[str, Any]:
 
 def test_example_json_shape(example_result: dict[str, Any]) -> None:
     assert set(example_result) == {"placements", "summary"}
-    assert example_result["summary"] == {"pods": 195, "scheduled": 190, "unschedulable": 5}
+    assert example_result["summary"] == {"pods": 201, "scheduled": 196, "unschedulable": 5}
     for placement in example_result["placements"]:
         assert list(placement) == ["pod", "profile", "node", "message", "scores"]
         if placement["node"] is None:
@@ -162,8 +162,8 @@ def test_example_table(capsys: pytest.CaptureFixture[str], example_result: dict[
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["POD", "PROFILE", "NODE", "SCORE", "REASON"]
-    assert len(lines) == 1 + 195 + 2
-    assert lines[-2:] == ["", "195 pods: 190 scheduled, 5 unschedulable"]
+    assert len(lines) == 1 + 201 + 2
+    assert lines[-2:] == ["", "201 pods: 196 scheduled, 5 unschedulable"]
     # the same decisions as the JSON, row by row
     for line, placement in zip(lines[1:-2], example_result["placements"], strict=True):
         cells = line.split(maxsplit=4)
@@ -430,8 +430,10 @@ GOOD_PROFILE = profile_doc("d")
         ("---\nkind: List\nitems:\n- " + json.dumps(node("a")) + "\n- " + json.dumps(node("b", memory="lots")) + "\n",
          [GOOD_PROFILE], "cluster", ["document 1", "items[1]", "Node 'b'", "status.allocatable.memory"]),
         ("kind: List\nitems: {a: 1}\n", [GOOD_PROFILE], "cluster", ["document 1", "items: must be a list"]),
-        ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", [GOOD_PROFILE], "cluster",
-         ["document 1", "kind: Unsupported value: \"Service\""]),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: s}\n", [GOOD_PROFILE], "cluster",
+         ["document 1", "kind: Unsupported value: \"ConfigMap\""]),
+        ("apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: rs}\nspec: {selector: {matchLabels: {'a b': c}}}\n",
+         [GOOD_PROFILE], "cluster", ["document 1", "ReplicaSet 'rs'", "spec.selector.matchLabels"]),
         ("kind: Node\nmetadata: {labels: {a: b}}\n", [GOOD_PROFILE], "cluster", ["document 1", "metadata.name"]),
         ("kind: Node\nmetadata: {name: a}\nspec: {taints: [{key: k, effect: Sometimes}]}\n", [GOOD_PROFILE],
          "cluster", ["document 1", "Node 'a'", "spec.taints[0].effect"]),

@@ -1,14 +1,14 @@
 """`placer simulate`: the engine on a cluster dump, no API server.
 
-Reads what `kubectl get nodes,pods -A -o yaml` prints (plus NodeMetrics) and SchedulerProfile
-documents, then places every pending pod a profile owns, in queue order, each placement
-counting against its node before the next pod is placed.
+Reads what `kubectl get nodes,pods,ns,svc,rs,sts -A -o yaml` prints (plus NodeMetrics; every kind
+of `placer.engine.kinds.KINDS`) and SchedulerProfile documents, then places every pending pod a
+profile owns, in queue order, each placement counting against its node before the next pod is placed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import yaml
 
 from placer.engine.cluster import ClusterState
+from placer.engine.kinds import KINDS_BY_NAME, upsert_object
 from placer.engine.objects import (
     ObjectError,
     PodInfo,
@@ -28,7 +29,22 @@ from placer.engine.profile import API_VERSION, KIND, Profile, ProfileError, comp
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision, Scheduler
 
-__all__ = ["InputError", "Simulation", "load_cluster", "load_profiles", "render_json", "render_table", "simulate"]
+__all__ = [
+    "Documents",
+    "InputError",
+    "Simulation",
+    "cluster_from_documents",
+    "load_cluster",
+    "load_profiles",
+    "place",
+    "prepare",
+    "profiles_from_documents",
+    "read_documents",
+    "render_json",
+    "render_table",
+    "simulate",
+    "simulate_documents",
+]
 
 
 # libyaml's loader when PyYAML was built with it: several times faster on large dumps
@@ -48,7 +64,15 @@ class Simulation:
     warnings: list[str] = field(default_factory=list)
 
 
-def _documents(path: Path) -> Iterator[tuple[int, Any]]:
+# One input file and its documents: (number in the file, from 1; the document), `null` documents
+# left out. `read_documents` yields them lazily, so that the `*_from_documents` functions report a
+# file's errors in the order they occur; a caller that wants the YAML loading done (and timed) apart
+# passes lists instead.
+Documents = tuple[Path, Iterable[tuple[int, Any]]]
+
+
+def read_documents(path: Path) -> Iterator[tuple[int, Any]]:
+    """The documents of a YAML file, loaded lazily; InputError when it cannot be read or parsed."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
@@ -65,9 +89,9 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
         raise InputError(f"{path}: invalid YAML{where}: {getattr(error, 'problem', None) or error}") from None
 
 
-def _objects(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def _objects(path: Path, documents: Iterable[tuple[int, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """(where, object) for every object in a file, unpacking `List` documents."""
-    for number, document in _documents(path):
+    for number, document in documents:
         where = f"{path}: document {number}"
         if not isinstance(document, Mapping):
             raise InputError(f"{where}: must be a Kubernetes object, not {type(document).__name__}")
@@ -90,11 +114,16 @@ def _object_name(obj: Mapping[str, Any]) -> str:
 
 def load_cluster(paths: Sequence[Path]) -> tuple[ClusterState, list[PodInfo]]:
     """Nodes, bound pods and metrics into a ClusterState; every pod without a node in a list."""
+    return cluster_from_documents([(path, read_documents(path)) for path in paths])
+
+
+def cluster_from_documents(files: Iterable[Documents]) -> tuple[ClusterState, list[PodInfo]]:
+    """`load_cluster` on documents already read (or read lazily) from their files."""
     cluster = ClusterState()
     unbound: list[PodInfo] = []
     seen: set[str] = set()
-    for path in paths:
-        for where, obj in _objects(path):
+    for path, documents in files:
+        for where, obj in _objects(path, documents):
             kind = obj.get("kind")
             try:
                 if kind == "Node":
@@ -110,8 +139,10 @@ def load_cluster(paths: Sequence[Path]) -> tuple[ClusterState, list[PodInfo]]:
                         unbound.append(pod)
                 elif kind == "NodeMetrics":
                     cluster.set_node_metrics(*parse_node_metrics(obj))
+                elif kind in KINDS_BY_NAME:
+                    upsert_object(cluster.catalog, KINDS_BY_NAME[kind], obj)
                 else:
-                    expected = "expected Node, Pod, NodeMetrics or a List of them"
+                    expected = f"expected Node, Pod, NodeMetrics, {', '.join(KINDS_BY_NAME)} or a List of them"
                     raise ObjectError("kind", f'Unsupported value: "{kind}": {expected}')
             except ObjectError as error:
                 raise InputError(f"{where} {kind or ''} {_object_name(obj)!r}: {error}") from None
@@ -121,12 +152,17 @@ def load_cluster(paths: Sequence[Path]) -> tuple[ClusterState, list[PodInfo]]:
 def load_profiles(paths: Sequence[Path]) -> tuple[dict[str, Profile], list[str]]:
     """Profiles by schedulerName, and conflict warnings: as in the operator, the older profile
     (creationTimestamp, then name) keeps a schedulerName that two profiles claim."""
+    return profiles_from_documents([(path, read_documents(path)) for path in paths])
+
+
+def profiles_from_documents(files: Sequence[Documents]) -> tuple[dict[str, Profile], list[str]]:
+    """`load_profiles` on documents already read (or read lazily) from their files."""
     by_scheduler: dict[str, Profile] = {}
     names: set[str] = set()
     warnings: list[str] = []
     claimants: list[tuple[float, str, Profile]] = []
-    for path in paths:
-        for number, document in _documents(path):
+    for path, documents in files:
+        for number, document in documents:
             where = f"{path}: document {number}"
             if not isinstance(document, Mapping):
                 raise InputError(f"{where}: must be a SchedulerProfile, not {type(document).__name__}")
@@ -156,13 +192,29 @@ def load_profiles(paths: Sequence[Path]) -> tuple[dict[str, Profile], list[str]]
             continue
         by_scheduler[profile.scheduler_name] = profile
     if not by_scheduler:
-        raise InputError(f"{', '.join(map(str, paths))}: no SchedulerProfile documents")
+        raise InputError(f"{', '.join(str(path) for path, _ in files)}: no SchedulerProfile documents")
     return by_scheduler, warnings
 
 
 def simulate(cluster_paths: Sequence[Path], profile_paths: Sequence[Path], top: int = 3) -> Simulation:
-    cluster, unbound = load_cluster(cluster_paths)
-    profiles, warnings = load_profiles(profile_paths)
+    return simulate_documents(
+        [(path, read_documents(path)) for path in cluster_paths],
+        [(path, read_documents(path)) for path in profile_paths],
+        top=top,
+    )
+
+
+def simulate_documents(
+    cluster_files: Sequence[Documents], profile_files: Sequence[Documents], top: int = 3
+) -> Simulation:
+    """`simulate` on documents already read (or read lazily, as `simulate` passes them)."""
+    return place(prepare(cluster_files, profile_files), top=top)
+
+
+def prepare(cluster_files: Sequence[Documents], profile_files: Sequence[Documents]) -> Simulation:
+    """The cluster, the profiles and the pending pods in queue order; nothing placed yet."""
+    cluster, unbound = cluster_from_documents(cluster_files)
+    profiles, warnings = profiles_from_documents(profile_files)
     pending = sorted(
         (p for p in unbound if p.scheduler_name in profiles and not p.terminal and not p.deleting),
         key=queue_order,
@@ -170,8 +222,14 @@ def simulate(cluster_paths: Sequence[Path], profile_paths: Sequence[Path], top: 
     simulation = Simulation(cluster, pending, profiles, warnings=warnings)
     for profile in profiles.values():
         simulation.warnings.extend(f'profile "{profile.name}": {w}' for w in profile.warnings(cluster))
+    return simulation
+
+
+def place(simulation: Simulation, top: int = 3) -> Simulation:
+    """Place the pending pods in order, each counting against its node before the next."""
+    cluster, profiles = simulation.cluster, simulation.profiles
     scheduler = Scheduler()
-    for pod in pending:
+    for pod in simulation.pending:
         decision = scheduler.schedule(pod, profiles[pod.scheduler_name], cluster, top=top)
         if decision.node is not None:
             cluster.assume(pod, decision.node)
@@ -185,18 +243,26 @@ def _summary(decisions: Sequence[Decision]) -> dict[str, int]:
 
 
 def render_json(simulation: Simulation, out: TextIO) -> None:
-    placements = [
-        {
-            "pod": d.pod,
-            "profile": d.profile,
-            "node": d.node,
-            "message": d.message,
-            "scores": [s.as_dict() for s in d.top],
-        }
+    """API.md §4: `{"placements": [...], "summary": {...}}`, one placement a line.
+
+    Each placement goes through json's C encoder (`json.dumps` without indent; `json.dump` with an
+    indent runs the pure-Python encoder and writes every token apart), and the text is written at once.
+    """
+    encode = json.dumps
+    lines = [
+        encode(
+            {
+                "pod": d.pod,
+                "profile": d.profile,
+                "node": d.node,
+                "message": d.message,
+                "scores": [s.as_dict() for s in d.top],
+            }
+        )
         for d in simulation.decisions
     ]
-    json.dump({"placements": placements, "summary": _summary(simulation.decisions)}, out, indent=2)
-    out.write("\n")
+    placements = "[\n    " + ",\n    ".join(lines) + "\n  ]" if lines else "[]"
+    out.write(f'{{\n  "placements": {placements},\n  "summary": {encode(_summary(simulation.decisions))}\n}}\n')
 
 
 def render_table(simulation: Simulation, out: TextIO) -> None:
