@@ -1,9 +1,11 @@
 """Generate the bundled sample cluster for `placer simulate`.
 
-Writes ``cluster.yaml`` (what ``kubectl get nodes,pods -A -o yaml`` would print, followed by
-``metrics.k8s.io`` NodeMetrics documents) and ``profiles/all.yaml`` (every example profile in
-one file). The output is deterministic: a fixed seed, fixed timestamps and sorted keys, so the
-checked-in files can be compared with a fresh run (``tests/test_examples_shape.py`` does).
+Writes ``cluster.yaml`` (what ``kubectl get namespaces,nodes,pods,services,replicasets -A -o yaml``
+would print, followed by ``metrics.k8s.io`` NodeMetrics documents) and ``profiles/all.yaml`` (every
+example profile in one file). The output is deterministic: a fixed seed, fixed timestamps and
+sorted keys, so the checked-in files can be compared with a fresh run
+(``tests/test_examples_shape.py`` does). The Namespaces and the HA workload come from an RNG of
+their own, drawn after everything else, so that the objects generated before them did not change.
 
     python examples/generate_cluster.py             # writes next to this script
     python examples/generate_cluster.py --out DIR   # writes DIR/cluster.yaml, DIR/profiles/all.yaml
@@ -12,6 +14,7 @@ checked-in files can be compared with a fresh run (``tests/test_examples_shape.p
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import random
 import uuid
@@ -487,6 +490,8 @@ class PodPlan:
     overhead: dict[str, str] = field(default_factory=dict)
     node: NodeState | None = None
     phase: str = "Pending"
+    spread: list[Manifest] = field(default_factory=list)  # topologySpreadConstraints
+    owner: Manifest | None = None  # the controller's ownerReference
 
 
 class Names:
@@ -895,6 +900,8 @@ def render_pod(plan: PodPlan, pod_index: int) -> Manifest:
         spec["nodeSelector"] = plan.node_selector
     if plan.affinity:
         spec["affinity"] = plan.affinity
+    if plan.spread:
+        spec["topologySpreadConstraints"] = plan.spread
     if plan.runtime_class:
         spec["runtimeClassName"] = plan.runtime_class
         spec["overhead"] = plan.overhead
@@ -905,17 +912,20 @@ def render_pod(plan: PodPlan, pod_index: int) -> Manifest:
         priority_class = "system-cluster-critical"
     if priority_class:
         spec["priorityClassName"] = priority_class
+    metadata: Manifest = {
+        "name": plan.name,
+        "namespace": plan.app.namespace,
+        "uid": plan.uid,
+        "resourceVersion": str(1_000_000 + pod_index),
+        "creationTimestamp": ts(plan.created),
+        "labels": plan.labels,
+    }
+    if plan.owner is not None:
+        metadata["ownerReferences"] = [plan.owner]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": plan.name,
-            "namespace": plan.app.namespace,
-            "uid": plan.uid,
-            "resourceVersion": str(1_000_000 + pod_index),
-            "creationTimestamp": ts(plan.created),
-            "labels": plan.labels,
-        },
+        "metadata": metadata,
         "spec": spec,
         "status": pod_status(plan, pod_index),
     }
@@ -952,31 +962,242 @@ def make_node_metrics(
 
 
 # --------------------------------------------------------------------------------------------
+# Namespaces and the HA workload
+#
+# Generated after everything above and from their own RNG, so that the nodes, pods and metrics
+# above are exactly what they were before these objects were added.
+# --------------------------------------------------------------------------------------------
+
+# Every namespace the sample uses, and `default`; the API server adds kubernetes.io/metadata.name.
+NAMESPACE_LABELS: dict[str, dict[str, str]] = {
+    "batch": {"team": "data", "env": "prod"},
+    "default": {},
+    "kube-system": {},
+    "shop": {"team": "commerce", "env": "prod"},
+    "team-a": {"team": "team-a", "env": "prod"},
+    "team-b": {"team": "team-b", "env": "staging"},
+}
+
+# The `checkout` Deployment of namespace `shop`, just scaled from 2 to 8 replicas: its ReplicaSet,
+# the Service in front of it, 2 running replicas and 6 pending ones for `ha-scheduler`
+# (examples/profiles/ha.yaml). Each replica wants its own node (required pod anti-affinity per
+# hostname) and the zones evened out (maxSkew 1, DoNotSchedule).
+HA_APP = App("checkout", "shop", "registry.example/checkout:3.1")
+HA_SCHEDULER = "ha-scheduler"
+HA_REPLICAS = 8
+HA_RUNNING_NODES = ("small-07", "medium-12")  # zone-a and zone-c: the 2 replicas already running
+HA_CREATED = NOW - timedelta(days=9, hours=4)  # the Deployment and its ReplicaSet
+HA_SCALED = NOW - timedelta(seconds=20)  # the scale-up: newer than every other pending pod
+HA_LABEL_SELECTOR: Manifest = {"matchLabels": {"app": HA_APP.name}}
+
+
+def ha_pod_spec(plan: PodPlan, template_hash: str) -> None:
+    """The replica's spec, as the Deployment's pod template writes it."""
+    resources = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
+    main = container(HA_APP.name, HA_APP.image, resources)
+    main["ports"] = [{"containerPort": 8080, "name": "http", "protocol": "TCP"}]
+    plan.containers = [main]
+    plan.labels = {"app": HA_APP.name, "pod-template-hash": template_hash}
+    plan.priority = 0
+    plan.affinity = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": copy.deepcopy(HA_LABEL_SELECTOR), "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    plan.spread = [
+        {
+            "labelSelector": copy.deepcopy(HA_LABEL_SELECTOR),
+            "matchLabelKeys": ["pod-template-hash"],
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+        }
+    ]
+
+
+@dataclass
+class HaWorkload:
+    pods: list[Manifest]
+    services: list[Manifest]
+    replicasets: list[Manifest]
+
+
+def make_namespaces(rng: random.Random, used: Iterable[str]) -> list[Manifest]:
+    names = sorted(set(used) | {"default"})
+    missing = set(names) - set(NAMESPACE_LABELS)
+    assert not missing, f"NAMESPACE_LABELS lacks {sorted(missing)}"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "uid": new_uid(rng),
+                "resourceVersion": str(rng.randint(100, 99_999)),
+                "creationTimestamp": ts(NOW - timedelta(days=40 - i)),
+                "labels": {"kubernetes.io/metadata.name": name, **NAMESPACE_LABELS[name]},
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }
+        for i, name in enumerate(names)
+    ]
+
+
+def make_ha_workload(
+    rng: random.Random, nodes: dict[str, NodeState], first_index: int
+) -> HaWorkload:
+    """The checkout Service, ReplicaSet and 8 replicas; pods are rendered from `first_index` on."""
+    names = Names(rng)
+    template_hash = names._token(10)
+    names.hashes[HA_APP.name] = template_hash
+    deployment_uid = new_uid(rng)
+    replicaset_name = f"{HA_APP.name}-{template_hash}"
+    replicaset_uid = new_uid(rng)
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": replicaset_name,
+        "uid": replicaset_uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+    plans: list[PodPlan] = []
+    for i in range(HA_REPLICAS):
+        running = i < len(HA_RUNNING_NODES)
+        if running:
+            created = HA_CREATED + timedelta(seconds=3 + i, minutes=2 * i)
+        else:
+            created = HA_SCALED + timedelta(seconds=i // 3)
+        plan = new_plan(rng, names, HA_APP, HA_SCHEDULER, created)
+        ha_pod_spec(plan, template_hash)
+        plan.owner = dict(owner)
+        if running:
+            node = nodes[HA_RUNNING_NODES[i]]
+            cpu_m, memory_ki, gpus = plan_requests(plan)
+            assert node.fits(cpu_m, memory_ki, gpus), node.name
+            node.take(cpu_m, memory_ki, gpus)
+            plan.node = node
+            plan.phase = "Running"
+        plans.append(plan)
+    zones = [plan.node.zone for plan in plans if plan.node is not None]
+    assert len(set(zones)) == len(zones), "the running replicas are in different zones"
+
+    template_spec = copy.deepcopy(render_pod(plans[-1], 0)["spec"])  # no YAML anchors to a pod
+    template_spec.pop("priority")  # the API server sets it from the priority class
+    template_spec.pop("tolerations")  # DefaultTolerationSeconds adds them to pods, not templates
+    template_labels = {"app": HA_APP.name, "pod-template-hash": template_hash}
+    replicaset: Manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": replicaset_name,
+            "namespace": HA_APP.namespace,
+            "uid": replicaset_uid,
+            "resourceVersion": str(rng.randint(100_000, 999_999)),
+            "generation": 2,
+            "creationTimestamp": ts(HA_CREATED),
+            "labels": dict(template_labels),
+            "annotations": {
+                "deployment.kubernetes.io/desired-replicas": str(HA_REPLICAS),
+                "deployment.kubernetes.io/max-replicas": str(HA_REPLICAS + 2),
+                "deployment.kubernetes.io/revision": "1",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": HA_APP.name,
+                    "uid": deployment_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": HA_REPLICAS,
+            "selector": {"matchLabels": dict(template_labels)},
+            "template": {"metadata": {"labels": dict(template_labels)}, "spec": template_spec},
+        },
+        "status": {
+            "replicas": HA_REPLICAS,
+            "fullyLabeledReplicas": HA_REPLICAS,
+            "readyReplicas": len(HA_RUNNING_NODES),
+            "availableReplicas": len(HA_RUNNING_NODES),
+            "observedGeneration": 2,
+        },
+    }
+    service: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": HA_APP.name,
+            "namespace": HA_APP.namespace,
+            "uid": new_uid(rng),
+            "resourceVersion": str(rng.randint(100_000, 999_999)),
+            "creationTimestamp": ts(HA_CREATED),
+            "labels": {"app": HA_APP.name},
+        },
+        "spec": {
+            "clusterIP": "10.96.41.17",
+            "clusterIPs": ["10.96.41.17"],
+            "internalTrafficPolicy": "Cluster",
+            "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+            "selector": {"app": HA_APP.name},
+            "sessionAffinity": "None",
+            "type": "ClusterIP",
+        },
+        "status": {"loadBalancer": {}},
+    }
+    pods = [render_pod(plan, first_index + i) for i, plan in enumerate(plans)]
+    return HaWorkload(pods, [service], [replicaset])
+
+
+# --------------------------------------------------------------------------------------------
 # Output
 # --------------------------------------------------------------------------------------------
 
 
+def _listed(manifest: Manifest) -> tuple[str, str]:
+    """The order the API server lists objects of one kind in: namespace, then name."""
+    return manifest["metadata"].get("namespace", ""), manifest["metadata"]["name"]
+
+
 def build_cluster(seed: int = SEED) -> list[Manifest]:
-    """The YAML documents of cluster.yaml: one v1 List of nodes and pods, then NodeMetrics."""
+    """The YAML documents of cluster.yaml: one v1 List of namespaces, nodes, pods, services and
+    replicasets, then NodeMetrics."""
     rng = random.Random(seed)
     node_manifests, nodes = make_nodes(rng)
     names = Names(rng)
     plans = bound_plans(rng, names, nodes) + pending_plans(rng, names)
     plans.sort(key=lambda plan: (plan.app.namespace, plan.name))  # as the API server lists them
     pods = [render_pod(plan, i) for i, plan in enumerate(plans)]
+    node_metrics = make_node_metrics(rng, nodes, node_manifests)
+
+    # Everything below draws from its own RNG (see "Namespaces and the HA workload").
+    ha_rng = random.Random(f"{seed}/ha")
+    ha = make_ha_workload(ha_rng, nodes, first_index=len(pods))
+    pods = sorted(pods + ha.pods, key=_listed)
+    namespaces = make_namespaces(ha_rng, (pod["metadata"]["namespace"] for pod in pods))
     listing = {
         "apiVersion": "v1",
         "kind": "List",
         "metadata": {"resourceVersion": ""},
-        "items": node_manifests + pods,
+        "items": namespaces + node_manifests + pods + ha.services + ha.replicasets,
     }
-    return [listing, *make_node_metrics(rng, nodes, node_manifests)]
+    return [listing, *node_metrics]
 
 
 def dump_cluster(documents: list[Manifest]) -> str:
     header = (
-        "# The sample cluster of examples/README.md: `kubectl get nodes,pods -A -o yaml` followed\n"
-        "# by NodeMetrics. Generated by examples/generate_cluster.py; do not edit by hand.\n"
+        "# The sample cluster of examples/README.md: `kubectl get namespaces,nodes,pods,services,\n"
+        "# replicasets -A -o yaml` followed by NodeMetrics. Generated by examples/generate_cluster.py;\n"
+        "# do not edit by hand.\n"
     )
     body = yaml.dump_all(
         documents, Dumper=yaml.SafeDumper, sort_keys=True, default_flow_style=False, width=100

@@ -1,10 +1,13 @@
 """The bundled examples: cluster.yaml is what the generator writes, and the profiles are sound.
 
-These check the shape of the files only; what `placer simulate` does with them is tested elsewhere.
+These check the shape of the files; what `placer simulate` does with them is tested elsewhere, but
+for the one promise a recipe makes about placements: ha.yaml spreads the checkout replicas.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +19,7 @@ import pytest
 import yaml
 from placer.engine import profile as profile_defaults
 from placer.plugins import FILTER_NAMES, SCORE_NAMES
+from placer.simulate import render_json, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -32,10 +36,25 @@ EXPECTED_PROFILES = {
     "avoid-label": "avoid-hello-scheduler",
     "spread-tenants": "tenant-spread-scheduler",
     "avoid-busy": "avoid-busy-scheduler",
+    "ha": "ha-scheduler",
 }
 FILTERS = FILTER_NAMES
 SCORES = SCORE_NAMES
 DEFAULT_FILTERS = [f["name"] for f in profile_defaults.DEFAULT_FILTERS]
+DEFAULT_SCORES = [(s["name"], s.get("weight", 1)) for s in profile_defaults.DEFAULT_SCORES]
+# What each profile that lists scores changes in the default scores: {plugin: new weight, or None
+# when it is left out}, and the plugins it adds after them.
+SCORE_CHANGES: dict[str, tuple[dict[str, int | None], list[tuple[str, int]]]] = {
+    "spread": ({"NodeResourcesFit": 2}, []),
+    "binpack": ({"NodeResourcesFit": 5, "NodeResourcesBalancedAllocation": None}, []),
+    "prefer-node": ({}, [("PreferNode", 10)]),
+    "avoid-label": ({}, [("NodeLabel", 10)]),
+    "spread-tenants": ({}, [("SpreadByLabel", 5)]),
+    "avoid-busy": ({}, [("NodeUtilization", 3)]),
+    "ha": ({}, []),
+}
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
 ZONES = {"zone-a", "zone-b", "zone-c"}
 TENANTS = {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
 
@@ -148,10 +167,17 @@ def test_checked_in_file_is_the_generators_output(generated: Path, name: str) ->
 def test_cluster_is_a_list_followed_by_node_metrics(documents: list[Manifest]) -> None:
     listing = documents[0]
     assert (listing["apiVersion"], listing["kind"]) == ("v1", "List")
-    assert {(i["apiVersion"], i["kind"]) for i in listing["items"]} == {
-        ("v1", "Node"),
-        ("v1", "Pod"),
-    }
+    kinds = [(i["apiVersion"], i["kind"]) for i in listing["items"]]
+    # what `kubectl get namespaces,nodes,pods,services,replicasets -A -o yaml` prints: kind by kind
+    order = [("v1", "Namespace"), ("v1", "Node"), ("v1", "Pod"), ("v1", "Service"), ("apps/v1", "ReplicaSet")]
+    assert list(dict.fromkeys(kinds)) == order
+    for kind in order:
+        keys = [
+            (i["metadata"].get("namespace", ""), i["metadata"]["name"])
+            for i in listing["items"]
+            if (i["apiVersion"], i["kind"]) == kind
+        ]
+        assert keys == sorted(keys), f"{kind[1]}s in the order the API server lists them"
     assert all(
         (d["apiVersion"], d["kind"]) == ("metrics.k8s.io/v1beta1", "NodeMetrics")
         for d in documents[1:]
@@ -234,7 +260,7 @@ def test_pods_are_unique_and_well_formed(pods: list[Manifest]) -> None:
 def test_pending_pods(pending: list[Manifest]) -> None:
     assert 180 <= len(pending) <= 220
     assert {p["status"]["phase"] for p in pending} == {"Pending"}
-    assert {p["metadata"]["namespace"] for p in pending} == {"team-a", "team-b", "batch"}
+    assert {p["metadata"]["namespace"] for p in pending} == {"team-a", "team-b", "batch", "shop"}
     assert {p["spec"]["priority"] for p in pending} == {0, 100, 1000}
     tenants = {p["metadata"]["labels"].get("tenant") for p in pending}
     assert tenants - {None} == TENANTS
@@ -308,6 +334,98 @@ def test_node_metrics(metrics: list[Manifest], nodes: dict[str, Manifest]) -> No
     assert units == {"n", "m"}
 
 
+def of_kind(items: list[Manifest], kind: str) -> list[Manifest]:
+    return [i for i in items if i["kind"] == kind]
+
+
+def test_namespaces(items: list[Manifest], pods: list[Manifest]) -> None:
+    namespaces = {n["metadata"]["name"]: n for n in of_kind(items, "Namespace")}
+    used = {i["metadata"]["namespace"] for i in items if "namespace" in i["metadata"]}
+    assert used <= set(namespaces), "a Namespace object for every namespace the sample uses"
+    for name, namespace in namespaces.items():
+        labels = namespace["metadata"]["labels"]
+        assert labels["kubernetes.io/metadata.name"] == name
+        assert namespace["status"]["phase"] == "Active"
+        if not name.startswith("kube-") and name != "default":
+            assert {"team", "env"} <= set(labels), name
+
+
+@pytest.fixture(scope="module")
+def checkout(items: list[Manifest]) -> dict[str, Any]:
+    """The HA workload of namespace shop: its Service, ReplicaSet and pods."""
+    [service] = of_kind(items, "Service")
+    [replicaset] = of_kind(items, "ReplicaSet")
+    replicas = [p for p in of_kind(items, "Pod") if p["metadata"]["namespace"] == "shop"]
+    return {"service": service, "replicaset": replicaset, "pods": replicas}
+
+
+def test_checkout_workload(checkout: dict[str, Any], nodes: dict[str, Manifest]) -> None:
+    service, replicaset, replicas = checkout["service"], checkout["replicaset"], checkout["pods"]
+    assert (service["metadata"]["namespace"], service["metadata"]["name"]) == ("shop", "checkout")
+    assert service["spec"]["selector"] == {"app": "checkout"}
+
+    meta = replicaset["metadata"]
+    template_hash = meta["labels"]["pod-template-hash"]
+    assert (meta["namespace"], meta["name"]) == ("shop", f"checkout-{template_hash}")
+    selector = {"app": "checkout", "pod-template-hash": template_hash}
+    assert replicaset["spec"]["selector"] == {"matchLabels": selector}
+    assert replicaset["spec"]["template"]["metadata"]["labels"] == selector
+    assert replicaset["spec"]["replicas"] == len(replicas) == 8
+    assert [r["kind"] for r in meta["ownerReferences"]] == ["Deployment"]
+
+    owner = {k: meta[k] for k in ("name", "uid")} | {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
+    for pod in replicas:
+        assert pod["metadata"]["name"].startswith(f"checkout-{template_hash}-")
+        assert pod["metadata"]["labels"] == selector
+        [reference] = pod["metadata"]["ownerReferences"]
+        assert reference["controller"] is True and {k: reference[k] for k in owner} == owner
+        spec = pod["spec"]
+        assert spec["schedulerName"] == "ha-scheduler"
+        assert spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+            {"labelSelector": {"matchLabels": {"app": "checkout"}}, "topologyKey": HOSTNAME}
+        ]
+        assert spec["topologySpreadConstraints"] == [
+            {
+                "labelSelector": {"matchLabels": {"app": "checkout"}},
+                "matchLabelKeys": ["pod-template-hash"],
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+            }
+        ]
+        template = replicaset["spec"]["template"]["spec"]
+        for key in ("affinity", "topologySpreadConstraints", "containers", "schedulerName"):
+            assert spec[key] == template[key], key
+
+    running = [p for p in replicas if p["spec"].get("nodeName")]
+    assert len(running) == 2 and {p["status"]["phase"] for p in running} == {"Running"}
+    zones = {nodes[p["spec"]["nodeName"]]["metadata"]["labels"][ZONE] for p in running}
+    assert len(zones) == 2, "the running replicas are in different zones"
+    assert replicaset["status"]["readyReplicas"] == len(running)
+    pending = [p for p in replicas if not p["spec"].get("nodeName")]
+    assert len(pending) == 6 and {p["status"]["phase"] for p in pending} == {"Pending"}
+
+
+@pytest.mark.parametrize("profile", ["ha.yaml", "all.yaml"])
+def test_ha_profile_spreads_the_checkout_replicas(
+    profile: str, checkout: dict[str, Any], nodes: dict[str, Manifest]
+) -> None:
+    """The HA recipe's promise, in simulate's JSON: the 6 pending replicas land on 6 distinct nodes,
+    none of them a running replica's, and the 8 replicas are spread over the zones with skew <= 1."""
+    out = io.StringIO()
+    render_json(simulate([EXAMPLES / "cluster.yaml"], [PROFILES / profile]), out)
+    placements = json.loads(out.getvalue())["placements"]
+    placed = {p["pod"]: p for p in placements if p["pod"].startswith("shop/")}
+    pending = {f"shop/{p['metadata']['name']}" for p in checkout["pods"] if not p["spec"].get("nodeName")}
+    assert set(placed) == pending
+    assert all(p["profile"] == "ha" and p["node"] is not None for p in placed.values()), placed
+    running = [p["spec"]["nodeName"] for p in checkout["pods"] if p["spec"].get("nodeName")]
+    new = [p["node"] for p in placed.values()]
+    assert len(set(new)) == 6 and not set(new) & set(running)
+    zones = Counter(nodes[name]["metadata"]["labels"][ZONE] for name in running + new)
+    assert set(zones) == ZONES and max(zones.values()) - min(zones.values()) <= 1, zones
+
+
 # --- profiles ---------------------------------------------------------------------------------
 
 
@@ -342,9 +460,21 @@ def test_default_profile_uses_the_defaults() -> None:
 
 
 def test_profiles_that_add_filters_keep_the_defaults() -> None:
-    for stem, extra in (("require-label", "NodeLabel"), ("avoid-busy", "NodeUtilization")):
+    listed = {"require-label": ["NodeLabel"], "avoid-busy": ["NodeUtilization"], "ha": []}
+    assert {p.stem for p in profile_paths() if "filters" in load_profile(p)["spec"]} == set(listed)
+    for stem, extra in listed.items():
         filters = [f["name"] for f in load_profile(PROFILES / f"{stem}.yaml")["spec"]["filters"]]
-        assert filters == [*DEFAULT_FILTERS, extra], stem
+        assert filters == [*DEFAULT_FILTERS, *extra], stem
+
+
+def test_profiles_that_list_scores_keep_the_other_defaults() -> None:
+    """Listing scores replaces the defaults: each profile lists them, changing only what it needs."""
+    assert {p.stem for p in profile_paths() if "scores" in load_profile(p)["spec"]} == set(SCORE_CHANGES)
+    for stem, (weights, added) in SCORE_CHANGES.items():
+        scores = load_profile(PROFILES / f"{stem}.yaml")["spec"]["scores"]
+        listed = [(s["name"], s.get("weight", 1)) for s in scores]
+        kept = [(name, weights.get(name, weight)) for name, weight in DEFAULT_SCORES]
+        assert listed == [(name, weight) for name, weight in kept if weight is not None] + added, stem
 
 
 def test_profile_args() -> None:
@@ -374,6 +504,15 @@ def test_profile_args() -> None:
         "memoryThreshold": 0.85,
     }
     assert score("avoid-busy", "NodeUtilization")
+    # bin-packing drops the system default spreading; the HA recipe tightens it
+    assert score("binpack", "PodTopologySpread")["args"] == {"defaultingType": "List"}
+    assert score("ha", "PodTopologySpread")["args"] == {
+        "defaultingType": "List",
+        "defaultConstraints": [
+            {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"},
+            {"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"},
+        ],
+    }
 
 
 def test_prefer_node_names_nodes_of_the_sample_cluster(nodes: dict[str, Manifest]) -> None:
