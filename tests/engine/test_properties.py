@@ -4,7 +4,9 @@
   confirm, pod removal and a node leaving and coming back; and the incremental accounting agrees
   with a recomputation from scratch;
 - the same input gives the same placements, with a fresh Scheduler and ClusterState, and (below
-  100 nodes, where every feasible node is scored) whatever order the nodes were listed in.
+  100 nodes, where every feasible node is scored) whatever order the nodes were listed in;
+- no sequence of placements ever breaks a required anti-affinity (either way) or a DoNotSchedule
+  zone skew, and a pod refused had no legal node (checked by brute force apart from the engine).
 """
 
 from __future__ import annotations
@@ -217,3 +219,88 @@ def test_same_input_same_placements(node_objs: list[dict[str, Any]], data: st.Da
     # with every feasible node scored (fewer than 100 nodes), the listing order does not matter
     shuffled = data.draw(st.permutations(node_objs))
     assert place_all(shuffled, pod_objs, PROFILES[profile]) == first
+
+
+# ----------------------------------------------------------------- pods' relations
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+@st.composite
+def relation_steps(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[tuple[str, int, int, int]]]:
+    """Nodes over 2-3 zones (some without a zone label), and pods: (app, cpu millis, maxSkew, hard)
+    where `hard` picks the relations: 0 none, 1 zone spread, 2 hostname anti-affinity, 3 both."""
+    zones = draw(st.sampled_from([("a", "b"), ("a", "b", "c")]))
+    node_objs = []
+    for i in range(draw(st.integers(2, 8))):
+        labels = {ZONE: draw(st.sampled_from(zones))} if draw(st.integers(0, 5)) else {}
+        node_objs.append(node(f"n{i}", cpu=str(draw(st.integers(1, 4))), labels=labels))
+    pods = draw(st.lists(
+        st.tuples(st.sampled_from(["web", "db"]), st.sampled_from([100, 500, 1500]), st.integers(1, 2),
+                  st.integers(0, 3)),
+        min_size=1, max_size=18,
+    ))
+    return node_objs, pods
+
+
+def relation_pod(index: int, app: str, millis: int, max_skew: int, hard: int) -> dict[str, Any]:
+    selector = {"matchLabels": {"app": app}}
+    spread = [{"maxSkew": max_skew, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": selector}] if hard & 1 else []
+    anti = {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]} if hard & 2 else None
+    return pod(f"{app}-{index}", cpu=f"{millis}m", labels={"app": app}, spread=spread, pod_anti_affinity=anti)
+
+
+def legal_nodes(candidate: PodInfo, placed: list[tuple[PodInfo, str]], node_objs: list[dict[str, Any]]) -> set[str]:
+    """Brute force, apart from the engine: the nodes where `candidate` breaks no relation and fits."""
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in node_objs}
+    capacity = {n["metadata"]["name"]: parse_node(n).allocatable["cpu"] for n in node_objs}
+    app = candidate.labels["app"]
+    legal = set()
+    for name in labels:
+        used = sum(p.requests.get("cpu", 0) for p, where in placed if where == name)
+        if used + candidate.requests.get("cpu", 0) > capacity[name]:
+            continue
+        here = [p for p, where in placed if where == name]
+        # required anti-affinity, both ways: an app's pod with it never shares a node with its app
+        if any(p.labels["app"] == app and (p.relations.required_anti_affinity or
+                                           candidate.relations.required_anti_affinity) for p in here):
+            continue
+        ok = True
+        for constraint in candidate.spread_constraints:
+            if ZONE not in labels[name]:
+                ok = False
+                break
+            domains = {v[ZONE] for v in labels.values() if ZONE in v}
+            counts = {d: sum(1 for p, where in placed if p.labels["app"] == app and labels[where].get(ZONE) == d)
+                      for d in domains}
+            if counts[labels[name][ZONE]] + 1 - min(counts.values()) > constraint.max_skew:
+                ok = False
+        if ok:
+            legal.add(name)
+    return legal
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(relation_steps())
+def test_no_sequence_breaks_a_required_anti_affinity_or_a_hard_skew(
+    case: tuple[list[dict[str, Any]], list[tuple[str, int, int, int]]],
+) -> None:
+    node_objs, specs = case
+    cluster = ClusterState()
+    for item in node_objs:
+        cluster.upsert_node(parse_node(item))
+    profile = PROFILES["default"]
+    scheduler = Scheduler()
+    placed: list[tuple[PodInfo, str]] = []
+    for index, spec in enumerate(specs):
+        candidate = parse_pod(relation_pod(index, *spec))
+        legal = legal_nodes(candidate, placed, node_objs)
+        decision = scheduler.schedule(candidate, profile, cluster)
+        if decision.node is None:
+            assert not legal, f"{candidate.key} refused ({decision.message}) but {sorted(legal)} were legal"
+            continue
+        assert decision.node in legal, f"{candidate.key} -> {decision.node}, legal: {sorted(legal)}"
+        cluster.assume(candidate, decision.node)
+        placed.append((candidate, decision.node))

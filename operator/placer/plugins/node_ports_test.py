@@ -6,7 +6,7 @@ import pytest
 
 from placer.engine.objects import parse_pod
 from placer.engine.profile import ProfileError
-from placer.testing import cluster_of, decide, filter_result, make_plugin, make_profile, node, pod
+from placer.testing import cluster_of, container, decide, filter_result, make_plugin, make_profile, node, pod
 
 PORTS = make_plugin("NodePorts")
 REASON = "node(s) didn't have free ports for the requested pod ports"
@@ -87,3 +87,17 @@ def test_invalid_host_port_is_a_pod_error() -> None:
 def test_not_a_score() -> None:
     with pytest.raises(ProfileError, match=r'profile "np": scores\[0\] NodePorts: name: NodePorts is not a score'):
         make_profile(scores=[{"name": "NodePorts"}], name="np")
+
+
+def test_a_sidecars_host_port_is_held_a_plain_init_containers_is_not() -> None:
+    # kube counts the ports of restartable init containers (sidecars, restartPolicy: Always): they
+    # run for the pod's whole life; a plain init container has exited before the app starts
+    sidecar = container("proxy", host_ports=[15001], restart_policy="Always")
+    plain_init = container("setup", host_ports=[15002])
+    bound = pod("mesh", node_name="a", init_containers=[sidecar, plain_init])
+    cluster = cluster_of([node("a"), node("b")], [bound])
+    assert filter_result(PORTS, pod("p", host_ports=[15001]), cluster) == {"a": False, "b": True}
+    assert filter_result(PORTS, pod("p", host_ports=[15002]), cluster) == {"a": True, "b": True}
+    # and the incoming pod's own sidecar asks for its port
+    wants = pod("q", init_containers=[container("proxy", host_ports=[15001], restart_policy="Always")])
+    assert filter_result(PORTS, wants, cluster) == {"a": False, "b": True}
