@@ -70,7 +70,7 @@ def test_example_json_shape(example_result: dict[str, Any]) -> None:
     assert set(example_result) == {"placements", "summary"}
     assert example_result["summary"] == {"pods": 201, "scheduled": 196, "unschedulable": 5}
     for placement in example_result["placements"]:
-        assert list(placement) == ["pod", "profile", "node", "message", "scores"]
+        assert list(placement) == ["pod", "profile", "node", "message", "scores", "volumes"]
         if placement["node"] is None:
             assert placement["scores"] == []
             assert placement["message"].startswith("0/50 nodes are available: ")
@@ -207,6 +207,7 @@ def test_hand_computed_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                     {"node": "b", "total": 2 * 12 + 3 * 100, "plugins": {"NodeResourcesFit": 12, "PreferNode": 100}},
                     {"node": "a", "total": 2 * 43, "plugins": {"NodeResourcesFit": 43, "PreferNode": 0}},
                 ],
+                "volumes": [],
             }
         ],
         "summary": {"pods": 1, "scheduled": 1, "unschedulable": 0},

@@ -22,6 +22,7 @@ def reference(simulation: Simulation) -> str:
             "node": d.node,
             "message": d.message,
             "scores": [s.as_dict() for s in d.top],
+            "volumes": d.reservations["VolumeBinding"].as_json() if "VolumeBinding" in d.reservations else [],
         }
         for d in simulation.decisions
     ]

@@ -230,9 +230,10 @@ def place(simulation: Simulation, top: int = 3) -> Simulation:
     cluster, profiles = simulation.cluster, simulation.profiles
     scheduler = Scheduler()
     for pod in simulation.pending:
-        decision = scheduler.schedule(pod, profiles[pod.scheduler_name], cluster, top=top)
+        profile = profiles[pod.scheduler_name]
+        decision = scheduler.schedule(pod, profile, cluster, top=top)
         if decision.node is not None:
-            cluster.assume(pod, decision.node)
+            scheduler.assume(pod, decision, profile, cluster)
         simulation.decisions.append(decision)
     return simulation
 
@@ -240,6 +241,12 @@ def place(simulation: Simulation, top: int = 3) -> Simulation:
 def _summary(decisions: Sequence[Decision]) -> dict[str, int]:
     scheduled = sum(1 for d in decisions if d.node is not None)
     return {"pods": len(decisions), "scheduled": scheduled, "unschedulable": len(decisions) - scheduled}
+
+
+def _volumes(decision: Decision) -> list[dict[str, Any]]:
+    """The claims a placement binds (API.md §4), empty when it binds none."""
+    bindings = decision.reservations.get("VolumeBinding")
+    return [] if bindings is None else bindings.as_json()
 
 
 def render_json(simulation: Simulation, out: TextIO) -> None:
@@ -257,6 +264,7 @@ def render_json(simulation: Simulation, out: TextIO) -> None:
                 "node": d.node,
                 "message": d.message,
                 "scores": [s.as_dict() for s in d.top],
+                "volumes": _volumes(d),
             }
         )
         for d in simulation.decisions

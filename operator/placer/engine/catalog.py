@@ -54,6 +54,8 @@ class Catalog:
         self._objects: dict[str, dict[str, dict[str, Any]]] = {}
         self._versions: dict[str, int] = {}
         self.revision = 0  # moves on every change of any kind
+        # assumed objects: (kind, namespace, name) -> the API server's version under the assumption
+        self._assumed: dict[tuple[str, str, str], Any] = {}
 
     def _changed(self, kind: str) -> None:
         self._versions[kind] = self.version(kind) + 1
@@ -64,7 +66,16 @@ class Catalog:
         return self._versions.get(kind, 0)
 
     def put(self, kind: str, namespace: str, name: str, value: Any) -> bool:
-        """Add or replace; False when the same value was there already."""
+        """Add or replace (what the API server says); False when the same value was there already.
+
+        An object this scheduler assumed keeps its assumed value until the API server's copy is
+        newer than the one the assumption was made on (kube's assume cache)."""
+        slot = (kind, namespace, name)
+        if slot in self._assumed:
+            if not _newer(value, self._assumed[slot]):
+                self._assumed[slot] = value
+                return False
+            del self._assumed[slot]
         names = self._objects.setdefault(kind, {}).setdefault(namespace, {})
         if names.get(name) == value:
             return False
@@ -73,6 +84,7 @@ class Catalog:
         return True
 
     def remove(self, kind: str, namespace: str, name: str) -> Any | None:
+        self._assumed.pop((kind, namespace, name), None)
         names = self._objects.get(kind, {}).get(namespace)
         if names is None or name not in names:
             return None
@@ -81,6 +93,27 @@ class Catalog:
             del self._objects[kind][namespace]
         self._changed(kind)
         return value
+
+    def assume(self, kind: str, namespace: str, name: str, value: Any) -> None:
+        """Show `value` in place of the API server's copy until `restore` or a newer copy arrives
+        (a volume bound to a claim by this scheduler, before the API server says so)."""
+        slot = (kind, namespace, name)
+        current = self.get(kind, name, namespace)
+        if current is None:
+            raise KeyError(f"{kind} {namespace}/{name} is not in the catalog")
+        self._assumed.setdefault(slot, current)
+        self._objects[kind][namespace][name] = value
+        self._changed(kind)
+
+    def restore(self, kind: str, namespace: str, name: str) -> None:
+        """Drop an assumption: the API server's copy is shown again."""
+        base = self._assumed.pop((kind, namespace, name), None)
+        if base is not None:
+            self._objects[kind][namespace][name] = base
+            self._changed(kind)
+
+    def assumed(self, kind: str, name: str, namespace: str = "") -> bool:
+        return (kind, namespace, name) in self._assumed
 
     def get(self, kind: str, name: str, namespace: str = "") -> Any | None:
         return self._objects.get(kind, {}).get(namespace, {}).get(name)
@@ -97,3 +130,12 @@ class Catalog:
 
     def count(self, kind: str) -> int:
         return sum(len(names) for names in self._objects.get(kind, {}).values())
+
+
+def _newer(value: Any, than: Any) -> bool:
+    """Whether the API server's `value` is a later version than `than` (numeric resourceVersions
+    compare; otherwise any other version counts as newer)."""
+    new, old = getattr(value, "resource_version", ""), getattr(than, "resource_version", "")
+    if new.isdigit() and old.isdigit():
+        return int(new) > int(old)
+    return new != old

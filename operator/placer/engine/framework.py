@@ -16,7 +16,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Hashable
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -32,6 +32,7 @@ __all__ = [
     "NoArgs",
     "Plugin",
     "PluginArgs",
+    "ReservePlugin",
     "ScorePlugin",
     "StaticCache",
     "default_normalize",
@@ -115,6 +116,21 @@ class FilterPlugin(Plugin[ArgsT]):
         Asked only when a pod is unschedulable, to build kube-scheduler's message.
         """
         return Counter({self.reason: len(rejected)})
+
+
+class ReservePlugin(Plugin[ArgsT]):
+    """Holds, on the chosen node, what the plugin's filter found there (kube's Reserve), so the next
+    pod does not take it while this one is being bound: e.g. the volumes VolumeBinding will bind,
+    assumed in the catalog. A filter plugin that is also a ReservePlugin is reserved for every pod
+    placed (and unreserved when its binding fails); what `reserve` returns travels with the
+    decision (`Decision.reservations[name]`) to whatever binds the pod."""
+
+    @abstractmethod
+    def reserve(self, pod: PodInfo, cluster: ClusterState, node: str) -> Any:
+        """Assume what the pod needs on `node`; None when there is nothing to hold."""
+
+    def unreserve(self, pod: PodInfo, cluster: ClusterState, reservation: Any) -> None:
+        """Undo `reserve` (the binding failed or was abandoned)."""
 
 
 class ScorePlugin(Plugin[ArgsT]):

@@ -7,6 +7,8 @@ Each value is immutable and carries its `namespace` ("" for cluster-scoped kinds
 - Namespace: its labels, for inter-pod affinity's `namespaceSelector`.
 - Service, ReplicaSet, StatefulSet: their selectors, for PodTopologySpread's system default
   constraints (kube's `helper.DefaultSelector`).
+- PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode: for the volume plugins
+  (`placer.engine.storage`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from placer.engine.catalog import Catalog, Kind
 from placer.engine.fields import FieldError, section
 from placer.engine.labels import LabelSelector, parse_label_selector
 from placer.engine.objects import ObjectError
+from placer.engine.storage import parse_claim, parse_csinode, parse_storage_class, parse_volume
 
 __all__ = [
     "KINDS",
@@ -107,6 +110,10 @@ KINDS: tuple[Kind, ...] = (
     Kind("Service", "v1", "services", True, parse_service),
     Kind("ReplicaSet", "apps/v1", "replicasets", True, _workload("ReplicaSet")),
     Kind("StatefulSet", "apps/v1", "statefulsets", True, _workload("StatefulSet")),
+    Kind("PersistentVolumeClaim", "v1", "persistentvolumeclaims", True, parse_claim),
+    Kind("PersistentVolume", "v1", "persistentvolumes", False, parse_volume),
+    Kind("StorageClass", "storage.k8s.io/v1", "storageclasses", False, parse_storage_class),
+    Kind("CSINode", "storage.k8s.io/v1", "csinodes", False, parse_csinode),
 )
 KINDS_BY_NAME: dict[str, Kind] = {kind.name: kind for kind in KINDS}
 

@@ -27,6 +27,7 @@ from placer.engine.relations import (
     parse_pod_affinity,
     parse_spread_constraints,
 )
+from placer.engine.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -40,6 +41,7 @@ __all__ = [
     "Toleration",
     "parse_node",
     "parse_node_metrics",
+    "parse_node_selector_terms",
     "parse_pod",
     "pod_key",
 ]
@@ -143,6 +145,8 @@ class PodInfo:
     relations: PodRelations = NONE
     spread_constraints: tuple[SpreadConstraint, ...] = ()
     controller: ControllerRef | None = None
+    # claims, inline disks and inline CSI volumes (placer.engine.volumes), NO_VOLUMES for most pods
+    volumes: PodVolumes = NO_VOLUMES
     error: str | None = None
     resource_version: str = ""
 
@@ -333,6 +337,12 @@ def _term(raw: Any, path: str) -> NodeSelectorTerm:
     return NodeSelectorTerm(expressions, fields)
 
 
+def parse_node_selector_terms(raw: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
+    """A NodeSelector's `nodeSelectorTerms` (a PV's node affinity reads the same way); FieldError."""
+    terms = sequence(mapping(raw, path).get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
+    return tuple(_term(t, f"{path}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+
+
 def _node_affinity(spec: Mapping[str, Any]) -> tuple[
     tuple[NodeSelectorTerm, ...] | None, tuple[tuple[int, NodeSelectorTerm], ...]
 ]:
@@ -345,8 +355,7 @@ def _node_affinity(spec: Mapping[str, Any]) -> tuple[
     req_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
     raw_required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if raw_required is not None:
-        terms = sequence(mapping(raw_required, req_path).get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
-        required = tuple(_term(t, f"{req_path}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+        required = parse_node_selector_terms(raw_required, req_path)
     preferred: list[tuple[int, NodeSelectorTerm]] = []
     pref_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
     for i, raw in enumerate(sequence(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path)):
@@ -499,6 +508,8 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
         pod.spread_constraints = parse_spread_constraints(spec["topologySpreadConstraints"], pod.labels)
     if meta.get("ownerReferences"):
         pod.controller = parse_controller(meta)
+    if spec.get("volumes"):
+        pod.volumes = parse_pod_volumes(spec["volumes"], pod.namespace, pod.name)
 
 
 def _node_ready(status: Mapping[str, Any]) -> bool:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin
+from placer.engine.framework import FilterPlugin, ReservePlugin
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 
@@ -59,6 +60,8 @@ class Decision:
     #: (empty when unknown: any change may help)
     rejected_by: tuple[str, ...] = ()
     wake_on: frozenset[str] = frozenset()
+    #: what ReservePlugins hold for the pod on its node, by plugin (set by `Scheduler.assume`)
+    reservations: dict[str, Any] = field(default_factory=dict)
 
     @property
     def scheduled(self) -> bool:
@@ -148,6 +151,27 @@ class Scheduler:
             for i in order[:top]
         ]
         return decision
+
+    @staticmethod
+    def assume(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
+        """Count the pod on its chosen node and reserve what its filters found there (kube's assume
+        and Reserve), before the binding is sent: the next decision already sees both."""
+        assert decision.node is not None
+        cluster.assume(pod, decision.node)
+        for plugin in profile.filters:
+            if isinstance(plugin, ReservePlugin):
+                reservation = plugin.reserve(pod, cluster, decision.node)
+                if reservation is not None:
+                    decision.reservations[plugin.name] = reservation
+
+    @staticmethod
+    def forget(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
+        """Undo `assume`: the binding failed."""
+        for plugin in reversed(profile.filters):
+            reservation = decision.reservations.pop(plugin.name, None)
+            if reservation is not None and isinstance(plugin, ReservePlugin):
+                plugin.unreserve(pod, cluster, reservation)
+        cluster.forget(pod.key)
 
     def _nodes_to_score(
         self, feasible: np.ndarray, profile: Profile, cluster: ClusterState, all_nodes: int
