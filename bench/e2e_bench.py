@@ -206,7 +206,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    nodes, pods = synthetic_cluster(args.nodes, args.pods)
+    nodes, pods, _ = synthetic_cluster(args.nodes, args.pods)
     runs, baselines = [], []
     for i in range(args.runs):
         baselines.append(run_baseline(nodes, pods))

@@ -1,9 +1,10 @@
 """Engine-only benchmark: the default profile on synthetic clusters, one core, no I/O.
 
 For each size it builds the cluster (not timed), then schedules every pending pod in queue
-order, assuming each onto its node as the operator does, and times each decision. Two
-workloads per size: `plain` (no pod relations) and `relations` (every pod has required
-anti-affinity on hostname and a DoNotSchedule zone spread constraint against its app's pods).
+order, assuming each onto its node as the operator does, and times each decision. Three
+workloads per size: `plain` (no pod relations), `relations` (every pod has required
+anti-affinity on hostname and a DoNotSchedule zone spread constraint against its app's pods) and
+`claims` (every pod mounts one claim bound to a zonal volume).
 Several runs, interleaved; the medians are reported, with a baseline measured in the same run:
 a bare numpy "fits-on-cpu-and-memory, most free cpu wins" decision, the least any vectorised
 scheduler does per pod, so the ratio says what the full framework costs on top of it, whatever
@@ -28,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from placer.engine.cluster import CPU, MEMORY, ClusterState
+from placer.engine.kinds import KINDS_BY_NAME, upsert_object
 from placer.engine.objects import parse_node, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.queue import queue_order
@@ -35,21 +37,24 @@ from placer.engine.runtime import Scheduler
 from synthetic import cluster as synthetic_cluster
 
 # pods/s the issues ask for, by workload and node count
-TARGETS = {"plain": {1000: 5000.0, 5000: 1000.0}, "relations": {1000: 1500.0, 5000: 700.0}}
-WORKLOADS = ("plain", "relations")
+TARGETS = {"plain": {1000: 5000.0, 5000: 1000.0}, "relations": {1000: 1500.0, 5000: 700.0},
+           "claims": {1000: 3000.0}}
+WORKLOADS = ("plain", "relations", "claims")
 
 
-def build(nodes: int, pods: int, with_relations: bool = False) -> tuple[ClusterState, list]:
-    node_objs, pod_objs = synthetic_cluster(nodes, pods, with_relations=with_relations)
+def build(nodes: int, pods: int, workload: str = "plain") -> tuple[ClusterState, list]:
+    node_objs, pod_objs, objects = synthetic_cluster(nodes, pods, workload=workload)
     state = ClusterState()
     for obj in node_objs:
         state.upsert_node(parse_node(obj))
+    for obj in objects:
+        upsert_object(state.catalog, KINDS_BY_NAME[obj["kind"]], obj)
     pending = sorted((parse_pod(obj) for obj in pod_objs), key=queue_order)
     return state, pending
 
 
 def run_engine(nodes: int, pods: int, workload: str = "plain") -> dict[str, float]:
-    state, pending = build(nodes, pods, with_relations=workload == "relations")
+    state, pending = build(nodes, pods, workload)
     profile = compile_profile("bench", {"schedulerName": "placer"})
     scheduler = Scheduler()
     latencies = np.empty(len(pending))
@@ -60,7 +65,7 @@ def run_engine(nodes: int, pods: int, workload: str = "plain") -> dict[str, floa
         start = clock()
         decision = scheduler.schedule(pod, profile, state, top=1)
         if decision.node is not None:
-            state.assume(pod, decision.node)
+            scheduler.assume(pod, decision, profile, state)
             scheduled += 1
         latencies[i] = clock() - start
     elapsed = clock() - begin

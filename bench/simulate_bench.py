@@ -52,7 +52,7 @@ _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 def write_inputs(directory: Path, nodes: int, pods: int) -> tuple[Path, Path]:
     """The cluster as `kubectl get nodes,pods -A -o yaml` prints it, and the default profile."""
-    node_objs, pod_objs = synthetic_cluster(nodes, pods)
+    node_objs, pod_objs, _ = synthetic_cluster(nodes, pods)
     dump = {"apiVersion": "v1", "items": [*node_objs, *pod_objs], "kind": "List", "metadata": {"resourceVersion": ""}}
     cluster_path = directory / "cluster.yaml"
     with cluster_path.open("w", encoding="utf-8") as out:

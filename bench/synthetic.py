@@ -122,11 +122,40 @@ def make_pod(
     }
 
 
+def bound_claim(index: int, pod: dict[str, Any], namespace: str = "bench") -> list[dict[str, Any]]:
+    """Give a pod one claim, bound to a zonal PersistentVolume (a cloud disk): the claim and the volume."""
+    claim, volume = f"data-{index:06d}", f"pv-{index:06d}"
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    zone = ZONES[index % len(ZONES)]
+    return [
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": claim, "namespace": namespace, "uid": f"uid-{claim}",
+                      "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+         "spec": {"storageClassName": "disk", "accessModes": ["ReadWriteOnce"], "volumeName": volume,
+                  "resources": {"requests": {"storage": "10Gi"}}},
+         "status": {"phase": "Bound"}},
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+         "spec": {"storageClassName": "disk", "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                  "claimRef": {"namespace": namespace, "name": claim, "uid": f"uid-{claim}"},
+                  "csi": {"driver": "disk.csi.example.com", "volumeHandle": volume},
+                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}},
+         "status": {"phase": "Bound"}},
+    ]
+
+
 def cluster(
-    nodes: int, pods: int, seed: int = 7, with_relations: bool = False
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """`with_relations`: every pod has required anti-affinity on hostname and a DoNotSchedule zone
-    spread constraint against the other pods of its app (20 apps)."""
+    nodes: int, pods: int, seed: int = 7, workload: str = "plain"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes, pending pods and the other objects they need. `workload`: `plain`; `relations` (every
+    pod has required anti-affinity on hostname and a DoNotSchedule zone spread constraint against
+    the other pods of its app, 20 apps); `claims` (every pod mounts one claim bound to a zonal
+    volume)."""
     rng = random.Random(seed)
     node_objs = [make_node(i, rng) for i in range(nodes)]
-    return node_objs, [make_pod(i, rng, with_relations=with_relations) for i in range(pods)]
+    pod_objs = [make_pod(i, rng, with_relations=workload == "relations") for i in range(pods)]
+    objects = []
+    if workload == "claims":
+        for i, pod in enumerate(pod_objs):
+            objects.extend(bound_claim(i, pod))
+    return node_objs, pod_objs, objects

@@ -32,6 +32,7 @@ __all__ = [
     "GiB",
     "MiB",
     "affinity_term",
+    "claim",
     "cluster_of",
     "container",
     "decide",
@@ -49,7 +50,9 @@ __all__ = [
     "service",
     "spread_constraint",
     "stateful_set",
+    "storage_class",
     "taint",
+    "volume",
 ]
 
 MiB = 1024**2
@@ -182,12 +185,18 @@ def pod(
     spread: Sequence[Mapping[str, Any]] = (),
     owner: tuple[str, str] | None = None,
     deleting: bool = False,
+    claims: Sequence[str] = (),
+    volumes: Sequence[Obj] = (),
+    uid: str | None = None,
 ) -> Obj:
     """A v1 Pod; `cpu`, `memory`, `requests`, `limits`, `image` and `host_ports` describe its one
     container unless `containers` is given. `pod_affinity` / `pod_anti_affinity` are the
     `spec.affinity` fields as written (see `affinity_term`), `spread` the topologySpreadConstraints
-    (see `spread_constraint`), `owner` the controller's (kind, name) (ReplicaSet, StatefulSet)."""
+    (see `spread_constraint`), `owner` the controller's (kind, name) (ReplicaSet, StatefulSet),
+    `claims` PersistentVolumeClaims it mounts, `volumes` other `spec.volumes` entries as written."""
     meta: Obj = {"name": name, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
     if labels:
         meta["labels"] = dict(labels)
     if created:
@@ -223,6 +232,11 @@ def pod(
         spec.setdefault("affinity", {})["podAntiAffinity"] = dict(pod_anti_affinity)
     if spread:
         spec["topologySpreadConstraints"] = [dict(c) for c in spread]
+    if claims or volumes:
+        spec["volumes"] = [
+            *({"name": f"claim-{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)),
+            *(dict(v) for v in volumes),
+        ]
     if overhead:
         spec["overhead"] = dict(overhead)
     result: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
@@ -298,6 +312,90 @@ def replica_set(name: str, match_labels: Mapping[str, str], namespace: str = "de
 
 def stateful_set(name: str, match_labels: Mapping[str, str], namespace: str = "default") -> Obj:
     return _workload("StatefulSet", name, match_labels, namespace)
+
+
+def claim(
+    name: str,
+    storage_class: str | None = "standard",
+    size: str = "1Gi",
+    *,
+    namespace: str = "default",
+    volume_name: str | None = None,
+    access_modes: Sequence[str] = ("ReadWriteOnce",),
+    selected_node: str | None = None,
+    selector: Mapping[str, Any] | None = None,
+    phase: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
+    """A PersistentVolumeClaim; with `volume_name` it is bound (phase Bound, bind-completed)."""
+    meta: Obj = {"name": name, "namespace": namespace, "uid": f"uid-claim-{name}"}
+    notes = dict(annotations or {})
+    if selected_node:
+        notes["volume.kubernetes.io/selected-node"] = selected_node
+    if volume_name:
+        notes["pv.kubernetes.io/bind-completed"] = "yes"
+    if notes:
+        meta["annotations"] = notes
+    spec: Obj = {"accessModes": list(access_modes), "resources": {"requests": {"storage": size}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    if volume_name:
+        spec["volumeName"] = volume_name
+    if selector is not None:
+        spec["selector"] = dict(selector)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec,
+            "status": {"phase": phase or ("Bound" if volume_name else "Pending")}}
+
+
+def volume(
+    name: str,
+    storage_class: str = "standard",
+    size: str = "10Gi",
+    *,
+    nodes: Sequence[str] | None = None,
+    node_affinity: Mapping[str, Sequence[str]] | None = None,
+    claim_ref: tuple[str, str] | None = None,
+    access_modes: Sequence[str] = ("ReadWriteOnce",),
+    labels: Mapping[str, str] | None = None,
+    csi_driver: str | None = None,
+    phase: str | None = None,
+) -> Obj:
+    """A PersistentVolume; `nodes` pins it to hostnames, `node_affinity` to any label's values,
+    `claim_ref` = (namespace, name) binds (or pre-binds) it to a claim."""
+    spec: Obj = {"storageClassName": storage_class, "capacity": {"storage": size},
+                 "accessModes": list(access_modes)}
+    expressions = []
+    if nodes is not None:
+        expressions.append({"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)})
+    for key, values in (node_affinity or {}).items():
+        expressions.append({"key": key, "operator": "In", "values": list(values)})
+    if expressions:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}
+    if claim_ref is not None:
+        spec["claimRef"] = {"namespace": claim_ref[0], "name": claim_ref[1]}
+    if csi_driver:
+        spec["csi"] = {"driver": csi_driver, "volumeHandle": f"handle-{name}"}
+    meta: Obj = {"name": name, "labels": dict(labels or {})}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec,
+            "status": {"phase": phase or ("Bound" if claim_ref else "Available")}}
+
+
+def storage_class(
+    name: str = "standard",
+    provisioner: str = "csi.example.com",
+    *,
+    wait_for_first_consumer: bool = True,
+    allowed_topologies: Mapping[str, Sequence[str]] | None = None,
+) -> Obj:
+    """A StorageClass (WaitForFirstConsumer by default; `kubernetes.io/no-provisioner` for static
+    local volumes)."""
+    obj: Obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                "provisioner": provisioner,
+                "volumeBindingMode": "WaitForFirstConsumer" if wait_for_first_consumer else "Immediate"}
+    if allowed_topologies:
+        obj["allowedTopologies"] = [{"matchLabelExpressions": [
+            {"key": key, "values": list(values)} for key, values in allowed_topologies.items()]}]
+    return obj
 
 
 def node_metrics(name: str, cpu: str, memory: str) -> Obj:

@@ -11,8 +11,9 @@ Nothing here does I/O: the simulator and the operator feed it the same way.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -185,6 +186,8 @@ class ClusterState:
         self._domains_version = -1
         # namespaces, services, workloads, ...: every other kind plugins read
         self.catalog = Catalog()
+        # pods nominated to a node by preemption, waiting for their victims to go: key -> (pod, node)
+        self.nominated: dict[str, tuple[PodInfo, str]] = {}
         self._zones: dict[str, list[int]] = {}
         self._scan_order: np.ndarray | None = None
         self._name_rank: np.ndarray | None = None
@@ -456,6 +459,52 @@ class ClusterState:
                 del self.pods_by_node[record.node]
         self.version += 1
         return True
+
+    # ----------------------------------------------------------------- what-ifs
+
+    @contextlib.contextmanager
+    def without(self, records: Sequence[PodRecord]) -> Iterator[None]:
+        """The cluster as if these pods were gone (preemption's question), then as it was."""
+        for record in records:
+            self.remove_pod(record.pod.key)
+        try:
+            yield
+        finally:
+            for record in records:
+                self._record(record)
+
+    @contextlib.contextmanager
+    def with_pods(self, records: Sequence[PodRecord]) -> Iterator[None]:
+        """The cluster as if these pods ran where their records say (pods nominated to a node),
+        then as it was; a pod already counted is left as it is."""
+        added = [record for record in records if record.pod.key not in self.pods]
+        for record in added:
+            self._record(record)
+        try:
+            yield
+        finally:
+            for record in added:
+                self.remove_pod(record.pod.key)
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        """Hold `node`'s room for a pod whose victims are being evicted (kube's nominated pods)."""
+        self.nominated[pod.key] = (pod, node)
+        self.version += 1
+
+    def unnominate(self, key: str) -> bool:
+        if self.nominated.pop(key, None) is None:
+            return False
+        self.version += 1
+        return True
+
+    def nominated_against(self, pod: PodInfo) -> list[PodRecord]:
+        """The pods nominated to nodes that count against `pod`: those of its priority or higher,
+        other than itself, not counted on a node already (kube's `addNominatedPods`)."""
+        return [
+            PodRecord(other, node, assumed=True)
+            for key, (other, node) in self.nominated.items()
+            if key != pod.key and key not in self.pods and other.priority >= pod.priority
+        ]
 
     def pods_on(self, node_name: str) -> Iterable[PodRecord]:
         return (self.pods[key] for key in self.pods_by_node.get(node_name, ()))

@@ -15,13 +15,14 @@ from __future__ import annotations
 import weakref
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from placer.engine.cluster import ClusterState
+from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.objects import PodInfo
 
 __all__ = [
@@ -32,10 +33,14 @@ __all__ = [
     "NoArgs",
     "Plugin",
     "PluginArgs",
+    "PostFilterContext",
+    "PostFilterPlugin",
+    "Preemption",
     "ReservePlugin",
     "ScorePlugin",
     "StaticCache",
     "default_normalize",
+    "fit_error_message",
     "minmax_normalize",
 ]
 
@@ -100,6 +105,9 @@ class FilterPlugin(Plugin[ArgsT]):
     reason: ClassVar[str] = ""
     #: cluster events that may make a pod this plugin rejected schedulable (see ClusterEvent)
     events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE})
+    #: whether evicting pods may undo this plugin's rejections (kube's Unschedulable, as against
+    #: UnschedulableAndUnresolvable): preemption looks only at nodes such filters rejected
+    resolvable: ClassVar[bool] = False
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
         """A reason that concerns the pod rather than any node (kube's PreFilter rejection, e.g. a
@@ -117,6 +125,23 @@ class FilterPlugin(Plugin[ArgsT]):
         """
         return Counter({self.reason: len(rejected)})
 
+    def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
+        """For the slots this filter rejected, whether evicting pods may undo it (a plugin with both
+        kinds of reasons, such as InterPodAffinity, tells them apart per node)."""
+        return np.full(len(rejected), self.resolvable, dtype=bool)
+
+    def fits_without(self, pod: PodInfo, cluster: ClusterState, slot: int, removed: Sequence[PodRecord]) -> bool:
+        """Whether the pod would pass this filter on `slot` if the `removed` pods were gone — what
+        preemption asks, victim by victim. This default takes them out of the cluster, asks
+        `filter`, and puts them back; plugins whose answer is local to a node do it cheaper.
+        (`filter` returning None must mean the plugin does not constrain this pod at all, whatever
+        runs where: then no pod needs to move.)"""
+        if self.filter(pod, cluster) is None:
+            return True
+        with cluster.without(removed):
+            mask = self.filter(pod, cluster)
+            return mask is None or bool(mask[slot])
+
 
 class ReservePlugin(Plugin[ArgsT]):
     """Holds, on the chosen node, what the plugin's filter found there (kube's Reserve), so the next
@@ -133,6 +158,40 @@ class ReservePlugin(Plugin[ArgsT]):
         """Undo `reserve` (the binding failed or was abandoned)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Where a pod may go once `victims` (lower-priority pods of that node) are evicted."""
+
+    node: str
+    victims: tuple[PodInfo, ...]
+    #: lower-priority pods nominated to that node before, whose nomination no longer holds
+    displaced: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class PostFilterContext:
+    """What a PostFilter plugin gets from the runtime when no node fits (kube's `NodeToStatusMap`
+    and framework handle): the nodes evicting pods may help, in the order to try them, how many
+    nodes there are, and the profile's filters on one node with some pods gone."""
+
+    candidates: np.ndarray  # slots rejected only by resolvable filters, in node-tree order
+    all_nodes: int
+    #: (slot, pods gone) -> None when the pod fits there, else that node's reasons
+    check: Callable[[int, Sequence[PodRecord]], list[str] | None]
+    #: a cheaper yes/no of `check`, for the many tries of picking victims
+    fits: Callable[[int, Sequence[PodRecord]], bool]
+
+
+class PostFilterPlugin(Plugin[ArgsT]):
+    """Runs when no node fits (kube's PostFilter): DefaultPreemption finds a node where evicting
+    lower-priority pods makes room."""
+
+    @abstractmethod
+    def post_filter(self, pod: PodInfo, cluster: ClusterState, context: PostFilterContext) -> Preemption | str:
+        """A nomination, or why there is none: the sentence kube's FitError ends with
+        (DefaultPreemption's `preemption: 0/5 nodes are available: ...`)."""
+
+
 class ScorePlugin(Plugin[ArgsT]):
     """Ranks the feasible nodes; the runtime multiplies by the profile's weight."""
 
@@ -147,6 +206,15 @@ class ScorePlugin(Plugin[ArgsT]):
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         """Map raw scores onto 0..100; the default is for scores computed in that range."""
         return raw.astype(np.int64, copy=False)
+
+
+def fit_error_message(all_nodes: int, reasons: Counter[str], pod_reason: str | None = None) -> str:
+    """kube-scheduler's FitError: `0/5 nodes are available: 1 node(s) ..., 4 Insufficient cpu.`, or,
+    when a PreFilter rejected the pod itself, `0/5 nodes are available: <that reason>.`"""
+    if pod_reason is not None:
+        return f"0/{all_nodes} nodes are available: {pod_reason}."
+    pairs = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{all_nodes} nodes are available: {', '.join(pairs)}."
 
 
 def default_normalize(raw: np.ndarray, reverse: bool = False) -> np.ndarray:

@@ -9,6 +9,9 @@ Each value is immutable and carries its `namespace` ("" for cluster-scoped kinds
   constraints (kube's `helper.DefaultSelector`).
 - PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode: for the volume plugins
   (`placer.engine.storage`).
+- PodDisruptionBudget: which pods preemption would rather spare; PriorityClass: the priority of a
+  pod that names one but carries no `spec.priority` (a hand-written pod; the API server's admission
+  fills it in), as `resolve_priority` does.
 """
 
 from __future__ import annotations
@@ -20,16 +23,19 @@ from typing import Any
 from placer.engine.catalog import Catalog, Kind
 from placer.engine.fields import FieldError, section
 from placer.engine.labels import LabelSelector, parse_label_selector
-from placer.engine.objects import ObjectError
+from placer.engine.objects import ObjectError, PodInfo
 from placer.engine.storage import parse_claim, parse_csinode, parse_storage_class, parse_volume
 
 __all__ = [
     "KINDS",
     "KINDS_BY_NAME",
+    "DisruptionBudget",
     "NamespaceInfo",
+    "PriorityClassInfo",
     "ServiceInfo",
     "WorkloadInfo",
     "delete_object",
+    "resolve_priority",
     "upsert_object",
 ]
 
@@ -105,6 +111,74 @@ def _workload(kind: str) -> Any:
     return parse
 
 
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as preemption reads it (kube's `filterPodsWithPDBViolation`)."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int = 0
+    disrupted_pods: frozenset[str] = frozenset()  # status.disruptedPods: pods already being evicted
+
+
+def parse_pdb(obj: Mapping[str, Any]) -> DisruptionBudget:
+    namespace, name, _ = _meta(obj, "PodDisruptionBudget", namespaced=True)
+    spec, status = section(obj, "spec"), section(obj, "status")
+    try:
+        selector = parse_label_selector(spec.get("selector"), "spec.selector")
+    except FieldError as error:
+        raise ObjectError(error.path, error.message) from None
+    allowed = status.get("disruptionsAllowed") or 0
+    if isinstance(allowed, bool) or not isinstance(allowed, int):
+        raise ObjectError("status.disruptionsAllowed", f"must be an integer, not {allowed!r}")
+    disrupted = status.get("disruptedPods")
+    return DisruptionBudget(
+        namespace, name, selector, allowed, frozenset(disrupted) if isinstance(disrupted, Mapping) else frozenset()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClassInfo:
+    name: str
+    value: int = 0
+    global_default: bool = False
+    preemption_policy: str = "PreemptLowerPriority"
+    namespace: str = ""
+
+
+def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClassInfo:
+    _, name, _ = _meta(obj, "PriorityClass", namespaced=False)
+    value = obj.get("value")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ObjectError("value", f"Required value: an integer, not {value!r}")
+    return PriorityClassInfo(
+        name, value, obj.get("globalDefault") is True, str(obj.get("preemptionPolicy") or "PreemptLowerPriority")
+    )
+
+
+def resolve_priority(pod: PodInfo, catalog: Catalog) -> None:
+    """What the API server's Priority admission does for a pod without `spec.priority`: the value of
+    its `priorityClassName`, else of the `globalDefault` class, else 0; and the class's
+    `preemptionPolicy` when the pod sets none. A named class that does not exist is the pod's error
+    (the API server would have refused the pod)."""
+    if pod.priority_set or pod.error is not None:
+        return
+    chosen: PriorityClassInfo | None = None
+    if pod.priority_class_name:
+        chosen = catalog.get("PriorityClass", pod.priority_class_name)
+        if chosen is None:
+            pod.error = f"invalid pod {pod.key}: no PriorityClass with name {pod.priority_class_name} was found"
+            return
+    else:
+        defaults = [value for _, _, value in catalog.items("PriorityClass") if value.global_default]
+        chosen = min(defaults, key=lambda c: c.value) if defaults else None
+    if chosen is not None:
+        pod.priority = chosen.value
+        if not pod.preemption_policy:
+            pod.preemption_policy = chosen.preemption_policy
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("Namespace", "v1", "namespaces", False, parse_namespace),
     Kind("Service", "v1", "services", True, parse_service),
@@ -114,6 +188,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("PersistentVolume", "v1", "persistentvolumes", False, parse_volume),
     Kind("StorageClass", "storage.k8s.io/v1", "storageclasses", False, parse_storage_class),
     Kind("CSINode", "storage.k8s.io/v1", "csinodes", False, parse_csinode),
+    Kind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True, parse_pdb),
+    Kind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False, parse_priority_class),
 )
 KINDS_BY_NAME: dict[str, Kind] = {kind.name: kind for kind in KINDS}
 

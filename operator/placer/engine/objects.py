@@ -127,6 +127,13 @@ class PodInfo:
     scheduler_name: str = "default-scheduler"
     node_name: str = ""
     priority: int = 0
+    # spec.priority was given (the API server's admission always sets it; a hand-written pod may
+    # name only a PriorityClass, resolved by `placer.engine.kinds.resolve_priority`)
+    priority_set: bool = False
+    priority_class_name: str = ""
+    preemption_policy: str = ""  # PreemptLowerPriority, Never, or "" (unset: its PriorityClass's, else preempts)
+    start_time: float = 0.0  # status.startTime (0: not started), for preemption's choice of node
+    nominated_node: str = ""  # status.nominatedNodeName
     created: float = 0.0
     phase: str = ""
     deleting: bool = False
@@ -434,6 +441,8 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         phase=str(status.get("phase") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        start_time=parse_timestamp(status.get("startTime")),
+        nominated_node=str(status.get("nominatedNodeName") or ""),
     )
     try:
         _fill_pod(pod, meta, spec)
@@ -449,6 +458,18 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise FieldError("spec.priority", f"must be an integer, not {priority!r}")
         pod.priority = priority
+        pod.priority_set = True
+    class_name = spec.get("priorityClassName")
+    if class_name is not None:
+        if not isinstance(class_name, str):
+            raise FieldError("spec.priorityClassName", f"must be a string, not {class_name!r}")
+        pod.priority_class_name = class_name
+    policy = spec.get("preemptionPolicy")
+    if policy is not None:
+        if policy not in ("PreemptLowerPriority", "Never"):
+            supported = 'supported values: "Never", "PreemptLowerPriority"'
+            raise FieldError("spec.preemptionPolicy", f'Unsupported value: "{policy}": {supported}')
+        pod.preemption_policy = policy
     containers = sequence(spec.get("containers"), "spec.containers")
     init_containers = sequence(spec.get("initContainers"), "spec.initContainers")
     container_requests: list[dict[str, int]] = []

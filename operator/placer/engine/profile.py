@@ -15,12 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, ScorePlugin
+from placer.engine.framework import FilterPlugin, PostFilterPlugin, ScorePlugin
 from placer.plugins import REGISTRY
 
 __all__ = [
     "API_VERSION",
     "DEFAULT_FILTERS",
+    "DEFAULT_POST_FILTERS",
     "DEFAULT_SCORES",
     "KIND",
     "Profile",
@@ -57,6 +58,9 @@ DEFAULT_SCORES: tuple[dict[str, Any], ...] = (
 )
 
 
+DEFAULT_POST_FILTERS: tuple[dict[str, Any], ...] = ({"name": "DefaultPreemption"},)
+
+
 class ProfileError(ValueError):
     """A profile that cannot be used; `reason` is the status reason (InvalidArgs)."""
 
@@ -78,6 +82,7 @@ class SchedulerProfileSpec(BaseModel):
     percentageOfNodesToScore: StrictInt = Field(default=0, ge=0, le=100)
     filters: list[PluginRef] | None = None
     scores: list[PluginRef] | None = None
+    postFilters: list[PluginRef] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,6 +95,7 @@ class Profile:
     filters: tuple[FilterPlugin, ...]
     scores: tuple[tuple[ScorePlugin, int], ...]
     generation: int = 0
+    post_filters: tuple[PostFilterPlugin, ...] = ()
 
     def warnings(self, cluster: ClusterState) -> list[str]:
         seen: list[str] = []
@@ -129,7 +135,7 @@ def _spec_messages(error: ValidationError, spec: Any) -> list[str]:
     for item in error.errors(include_url=False):
         location = item["loc"]
         message = item["msg"].removeprefix("Value error, ")
-        if len(location) >= 3 and location[0] in ("filters", "scores") and isinstance(location[1], int):
+        if len(location) >= 3 and location[0] in SECTIONS and isinstance(location[1], int):
             section, index = location[0], location[1]
             try:
                 plugin = spec[section][index]["name"]
@@ -142,14 +148,21 @@ def _spec_messages(error: ValidationError, spec: Any) -> list[str]:
     return messages
 
 
-def _instantiate(profile: str, section: str, index: int, ref: PluginRef) -> FilterPlugin | ScorePlugin:
+# each list of a profile: the interface its plugins implement, and what to call one in a message
+SECTIONS: dict[str, tuple[type, str]] = {
+    "filters": (FilterPlugin, "filter"),
+    "scores": (ScorePlugin, "score"),
+    "postFilters": (PostFilterPlugin, "postFilter"),
+}
+
+
+def _instantiate(profile: str, section: str, index: int, ref: PluginRef) -> Any:
     where = f'profile "{profile}": {section}[{index}] {ref.name}'
     plugin_class = REGISTRY.get(ref.name)
     if plugin_class is None:
         raise ProfileError(f'{where}: name: Unsupported value: "{ref.name}": known plugins: {", ".join(REGISTRY)}')
-    wanted = FilterPlugin if section == "filters" else ScorePlugin
+    wanted, role = SECTIONS[section]
     if not issubclass(plugin_class, wanted):
-        role = "filter" if section == "filters" else "score"
         raise ProfileError(f"{where}: name: {ref.name} is not a {role} plugin")
     try:
         args = plugin_class.Args.model_validate(ref.args or {})
@@ -173,10 +186,13 @@ def compile_profile(name: str, spec: Mapping[str, Any] | None, generation: int =
         raise ProfileError(f'profile "{name}": ' + "; ".join(_spec_messages(error, spec))) from None
     filters = model.filters if model.filters is not None else [PluginRef(**f) for f in DEFAULT_FILTERS]
     scores = model.scores if model.scores is not None else [PluginRef(**s) for s in DEFAULT_SCORES]
+    post = model.postFilters if model.postFilters is not None else [PluginRef(**p) for p in DEFAULT_POST_FILTERS]
     _duplicates("filters", filters, name)
     _duplicates("scores", scores, name)
+    _duplicates("postFilters", post, name)
     filter_plugins = tuple(_instantiate(name, "filters", i, ref) for i, ref in enumerate(filters))
     score_plugins = tuple((_instantiate(name, "scores", i, ref), ref.weight) for i, ref in enumerate(scores))
+    post_plugins = tuple(_instantiate(name, "postFilters", i, ref) for i, ref in enumerate(post))
     return Profile(
         name=name,
         scheduler_name=model.schedulerName,
@@ -184,4 +200,5 @@ def compile_profile(name: str, spec: Mapping[str, Any] | None, generation: int =
         filters=filter_plugins,  # type: ignore[arg-type]
         scores=score_plugins,  # type: ignore[arg-type]
         generation=generation,
+        post_filters=post_plugins,
     )

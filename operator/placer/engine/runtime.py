@@ -9,13 +9,20 @@ and nothing about what any plugin does.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, ReservePlugin
+from placer.engine.cluster import ClusterState, PodRecord
+from placer.engine.framework import (
+    FilterPlugin,
+    PostFilterContext,
+    Preemption,
+    ReservePlugin,
+    fit_error_message,
+)
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 
@@ -62,6 +69,19 @@ class Decision:
     wake_on: frozenset[str] = frozenset()
     #: what ReservePlugins hold for the pod on its node, by plugin (set by `Scheduler.assume`)
     reservations: dict[str, Any] = field(default_factory=dict)
+    #: no node fits now, but one will once these victims are evicted (DefaultPreemption)
+    preemption: Preemption | None = None
+    #: why the PostFilter plugins found nothing (`preemption: 0/5 nodes are available: ...`);
+    #: None when they did (or there are none)
+    post_filter_message: str | None = None
+
+    @property
+    def full_message(self) -> str | None:
+        """The event's note and the condition's message: kube's FitError with the PostFilter's
+        sentence (`... 5 Insufficient cpu. preemption: 0/5 nodes are available: ...`)."""
+        if self.message is None or self.post_filter_message is None:
+            return self.message
+        return f"{self.message} {self.post_filter_message}."
 
     @property
     def scheduled(self) -> bool:
@@ -79,15 +99,6 @@ def nodes_to_find(percentage: int, all_nodes: int) -> int:
     return max(all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def fit_error_message(all_nodes: int, reasons: Counter[str], pod_reason: str | None = None) -> str:
-    """kube-scheduler's FitError: `0/5 nodes are available: 1 node(s) ..., 4 Insufficient cpu.`, or,
-    when a PreFilter rejected the pod itself, `0/5 nodes are available: <that reason>.`"""
-    if pod_reason is not None:
-        return f"0/{all_nodes} nodes are available: {pod_reason}."
-    pairs = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    return f"0/{all_nodes} nodes are available: {', '.join(pairs)}."
-
-
 class Scheduler:
     """Runs scheduling cycles; holds kube-scheduler's rotating start index across pods."""
 
@@ -95,7 +106,8 @@ class Scheduler:
         self.next_start_index = 0
 
     def schedule(self, pod: PodInfo, profile: Profile, cluster: ClusterState, top: int = 3) -> Decision:
-        """Decide for one pod; changes nothing in `cluster` (the caller assumes the pod)."""
+        """Decide for one pod; changes nothing in `cluster` (the caller assumes the pod, or, for a
+        preemption, evicts the victims and nominates it)."""
         decision = Decision(pod=pod.key, profile=profile.name, node=None)
         if pod.error is not None:
             decision.message = pod.error
@@ -104,14 +116,34 @@ class Scheduler:
         if all_nodes == 0:
             decision.message = NO_NODES_MESSAGE
             return decision
+        # pods nominated to nodes with this pod's priority or more hold their room (kube runs the
+        # filters with them and without them: a node must pass both)
+        nominated = cluster.nominated_against(pod) if cluster.nominated else []
+        with cluster.with_pods(nominated):
+            pod_reason = self._pre_filter(pod, profile, cluster, decision)
+            feasible = None if pod_reason is not None else self._filter(pod, profile, cluster)
+        if feasible is not None and nominated and feasible.any():
+            feasible &= self._filter(pod, profile, cluster)
+        slots = np.empty(0, dtype=np.int64) if feasible is None else self._nodes_to_score(
+            feasible, profile, cluster, all_nodes, pod)
+        if slots.size == 0:
+            with cluster.with_pods(nominated):
+                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason)
+            return decision
+        self._score(pod, profile, cluster, slots, decision, top)
+        return decision
 
+    @staticmethod
+    def _pre_filter(pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision) -> str | None:
         for plugin in profile.filters:
             pod_reason = plugin.pre_filter(pod, cluster)
             if pod_reason is not None:
-                decision.message = fit_error_message(all_nodes, Counter(), pod_reason)
                 decision.rejected_by, decision.wake_on = (plugin.name,), plugin.events
-                return decision
+                return pod_reason
+        return None
 
+    @staticmethod
+    def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState) -> np.ndarray:
         feasible = cluster.present[: cluster.size].copy()
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
@@ -119,15 +151,60 @@ class Scheduler:
                 feasible &= mask
                 if not feasible.any():
                     break
-        slots = self._nodes_to_score(feasible, profile, cluster, all_nodes)
-        if slots.size == 0:
-            reasons, rejected_by = self._failure_reasons(pod, profile, cluster)
+        return feasible
+
+    def _unschedulable(
+        self, pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision, all_nodes: int,
+        pod_reason: str | None,
+    ) -> None:
+        """kube's FitError, then the PostFilter plugins (preemption) with what it found."""
+        if pod_reason is not None:
+            decision.message = fit_error_message(all_nodes, Counter(), pod_reason)
+            candidates = np.empty(0, dtype=np.int64)
+        else:
+            reasons, rejected_by, resolvable = self._failure_reasons(pod, profile, cluster)
             decision.reasons = dict(reasons)
             decision.message = fit_error_message(all_nodes, reasons)
             decision.rejected_by = tuple(plugin.name for plugin in rejected_by)
             decision.wake_on = frozenset().union(*(plugin.events for plugin in rejected_by))
-            return decision
+            order = cluster.scan_order()
+            candidates = order[resolvable[order]]
+        for plugin in profile.post_filters:
+            context = PostFilterContext(candidates, all_nodes, *self._checks(pod, profile, cluster))
+            outcome = plugin.post_filter(pod, cluster, context)
+            if isinstance(outcome, Preemption):
+                decision.preemption = outcome
+                decision.post_filter_message = None
+                return
+            decision.post_filter_message = outcome
 
+    @staticmethod
+    def _checks(pod: PodInfo, profile: Profile, cluster: ClusterState) -> tuple[
+        Callable[[int, Sequence[PodRecord]], list[str] | None], Callable[[int, Sequence[PodRecord]], bool]
+    ]:
+        """The profile's filters on one node with some pods gone, for PostFilter plugins: only the
+        filters evicting pods may satisfy (the others passed the candidates already)."""
+        dependent = [plugin for plugin in profile.filters if plugin.resolvable]
+        one = np.empty(1, dtype=np.int64)
+
+        def check(slot: int, removed: Sequence[PodRecord]) -> list[str] | None:
+            with cluster.without(removed):
+                for plugin in dependent:
+                    mask = plugin.filter(pod, cluster)
+                    if mask is not None and not mask[slot]:
+                        one[0] = slot
+                        return list(plugin.reason_counts(pod, cluster, one))
+            return None
+
+        def fits(slot: int, removed: Sequence[PodRecord]) -> bool:
+            return all(plugin.fits_without(pod, cluster, slot, removed) for plugin in dependent)
+
+        return check, fits
+
+    @staticmethod
+    def _score(
+        pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int
+    ) -> None:
         totals = np.zeros(slots.size, dtype=np.int64)
         per_plugin: list[tuple[str, np.ndarray | None]] = []
         for plugin, weight in profile.scores:
@@ -150,7 +227,6 @@ class Scheduler:
             )
             for i in order[:top]
         ]
-        return decision
 
     @staticmethod
     def assume(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
@@ -174,10 +250,16 @@ class Scheduler:
         cluster.forget(pod.key)
 
     def _nodes_to_score(
-        self, feasible: np.ndarray, profile: Profile, cluster: ClusterState, all_nodes: int
+        self, feasible: np.ndarray, profile: Profile, cluster: ClusterState, all_nodes: int, pod: PodInfo
     ) -> np.ndarray:
         """The first feasible nodes in node-tree order from the rotating start index, as many as
-        `percentageOfNodesToScore` asks; advances the index past the nodes examined."""
+        `percentageOfNodesToScore` asks; advances the index past the nodes examined. A pod
+        nominated to a node that fits goes there (kube's `evaluateNominatedNode`)."""
+        nominated = cluster.nominated.get(pod.key)
+        node = nominated[1] if nominated is not None else pod.nominated_node
+        slot = cluster.index.get(node) if node else None
+        if slot is not None and feasible[slot]:
+            return np.array([slot], dtype=np.int64)
         order = cluster.scan_order()
         start = self.next_start_index % all_nodes
         rotated = np.concatenate((order[start:], order[:start])) if start else order
@@ -196,11 +278,14 @@ class Scheduler:
     @staticmethod
     def _failure_reasons(
         pod: PodInfo, profile: Profile, cluster: ClusterState
-    ) -> tuple[Counter[str], list[FilterPlugin]]:
-        """Each node's reasons come from the first filter that rejected it; also which filters did."""
+    ) -> tuple[Counter[str], list[FilterPlugin], np.ndarray]:
+        """Each node's reasons come from the first filter that rejected it (kube stops at a node's
+        first failing plugin); also which filters did, and per slot whether evicting pods may undo
+        its rejection (what preemption may try)."""
         remaining = cluster.present[: cluster.size].copy()
         reasons: Counter[str] = Counter()
         rejected_by: list[FilterPlugin] = []
+        resolvable = np.zeros(cluster.size, dtype=bool)
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
             if mask is None:
@@ -209,5 +294,6 @@ class Scheduler:
             if rejected.size:
                 reasons.update(plugin.reason_counts(pod, cluster, rejected))
                 rejected_by.append(plugin)
+                resolvable[rejected] = plugin.resolvable_nodes(pod, cluster, rejected)
             remaining &= mask
-        return reasons, rejected_by
+        return reasons, rejected_by, resolvable

@@ -8,6 +8,7 @@ test and add one line to `REGISTRY`.
 from __future__ import annotations
 
 from placer.engine.framework import FilterPlugin, Plugin, ScorePlugin
+from placer.plugins.default_preemption import DefaultPreemption
 from placer.plugins.image_locality import ImageLocality
 from placer.plugins.inter_pod_affinity import InterPodAffinity
 from placer.plugins.node_affinity import NodeAffinity
@@ -22,6 +23,7 @@ from placer.plugins.pod_topology_spread import PodTopologySpread
 from placer.plugins.prefer_node import PreferNode
 from placer.plugins.spread_by_label import SpreadByLabel
 from placer.plugins.taint_toleration import TaintToleration
+from placer.plugins.volume_binding import VolumeBinding
 
 REGISTRY: dict[str, type[Plugin]] = {
     plugin.name: plugin
@@ -40,6 +42,8 @@ REGISTRY: dict[str, type[Plugin]] = {
         NodeUtilization,
         PodTopologySpread,
         InterPodAffinity,
+        VolumeBinding,
+        DefaultPreemption,
     )
 }
 

@@ -117,6 +117,9 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
     Args: ClassVar[type[PluginArgs]] = InterPodAffinityArgs
     # a pod added, gone or relabelled, a node relabelled, a namespace relabelled may each help
     events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD, "Namespace"})
+    # evicting pods may undo an anti-affinity rejection, never a missing affinity peer (kube's
+    # UnschedulableAndUnresolvable)
+    resolvable: ClassVar[bool] = True
 
     def __init__(self, args: InterPodAffinityArgs) -> None:
         super().__init__(args)
@@ -197,6 +200,10 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
                 if code and number:
                     counts[REASONS[code]] += int(number)
         return counts
+
+    def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
+        codes = self._state(pod, cluster).codes
+        return np.ones(len(rejected), dtype=bool) if codes is None else codes[rejected] != 1
 
     # ----------------------------------------------------------------- score
 

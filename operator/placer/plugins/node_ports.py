@@ -18,12 +18,13 @@ Example profile::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
 
-from placer.engine.cluster import ClusterState
+from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo
 
@@ -45,6 +46,7 @@ class NodePorts(FilterPlugin[NoArgs]):
     name: ClassVar[str] = "NodePorts"
     reason: ClassVar[str] = "node(s) didn't have free ports for the requested pod ports"
     events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD_DELETE})
+    resolvable: ClassVar[bool] = True  # evicting the holder frees the port
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if not pod.host_ports:
@@ -54,3 +56,11 @@ class NodePorts(FilterPlugin[NoArgs]):
             if ports_conflict(pod.host_ports, used):
                 mask[slot] = False
         return mask
+
+    def fits_without(self, pod: PodInfo, cluster: ClusterState, slot: int, removed: Sequence[PodRecord]) -> bool:
+        if not pod.host_ports:
+            return True
+        used = Counter(cluster.node_ports.get(slot, ()))
+        for record in removed:
+            used.subtract(record.pod.host_ports)
+        return not ports_conflict(pod.host_ports, +used)

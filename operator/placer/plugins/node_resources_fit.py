@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState
+from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState, PodRecord
 from placer.engine.framework import MAX_NODE_SCORE, ClusterEvent, FilterPlugin, PluginArgs, ScorePlugin
 from placer.engine.objects import PodInfo, is_scalar_resource
 
@@ -156,6 +157,7 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
     name: ClassVar[str] = "NodeResourcesFit"
     # freed room (a pod gone or shrunk) or a new or larger node may make a rejected pod fit
     events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE})
+    resolvable: ClassVar[bool] = True  # evicting pods frees their requests
     Args: ClassVar[type[PluginArgs]] = NodeResourcesFitArgs
 
     def __init__(self, args: NodeResourcesFitArgs) -> None:
@@ -192,6 +194,17 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
             free = cluster.allocatable[:n, columns] - cluster.requested[:n, columns]
             fits &= (free >= np.asarray(amounts, dtype=np.int64)).all(axis=1)
         return fits
+
+    def fits_without(self, pod: PodInfo, cluster: ClusterState, slot: int, removed: Sequence[PodRecord]) -> bool:
+        """The node's row with the removed pods' requests given back: no change to the cluster."""
+        if cluster.requested[slot, PODS] - len(removed) >= cluster.allocatable[slot, PODS]:
+            return False
+        for column, amount in zip(*self._requests(pod, cluster), strict=True):
+            name = cluster.resources[column]
+            freed = sum(record.pod.requests.get(name, 0) for record in removed)
+            if cluster.allocatable[slot, column] - cluster.requested[slot, column] + freed < amount:
+                return False
+        return True
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
         counts: Counter[str] = Counter()

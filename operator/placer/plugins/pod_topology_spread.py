@@ -203,6 +203,8 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
     events: ClassVar[frozenset[str]] = frozenset(
         {ClusterEvent.NODE, ClusterEvent.POD, "Service", "ReplicaSet", "StatefulSet"}
     )
+    # evicting pods may lower a domain's count, never give a node a missing label
+    resolvable: ClassVar[bool] = True
 
     def __init__(self, args: PodTopologySpreadArgs) -> None:
         super().__init__(args)
@@ -410,6 +412,22 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
             skew += int(np.count_nonzero(over))
             undecided &= ~over
         return +Counter({REASON_MISSING_LABEL: missing_label, REASON: skew})
+
+    def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
+        """A rejected node whose first failing constraint's key it lacks is not resolvable."""
+        cycle = self._cycle(pod, cluster)
+        resolvable = np.ones(rejected.size, dtype=bool)
+        if not cycle.hard:
+            return resolvable
+        facts = self._node_facts(pod, cluster, cycle.hard, require_all=True, fold_missing=False)
+        if cycle.fits is None:
+            self._prefilter(pod, cluster, cycle)
+        undecided = np.ones(rejected.size, dtype=bool)
+        for topology, skewed in zip(facts.topologies, cycle.skewed, strict=True):
+            missing = undecided & ~topology.has[rejected]
+            resolvable &= ~missing
+            undecided &= ~missing & ~skewed[rejected]
+        return resolvable
 
     # ------------------------------------------------------------------ score
 

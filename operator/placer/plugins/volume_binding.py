@@ -1,0 +1,318 @@
+"""VolumeBinding — a pod's PersistentVolumeClaims, as kube-scheduler's plugin of that name.
+
+Pod-level (kube's PreFilter), each making the pod unschedulable on every node:
+
+- a claim that does not exist: `persistentvolumeclaim "NAME" not found` (a generic ephemeral
+  volume's: `waiting for ephemeral volume controller to create the persistentvolumeclaim "NAME"`;
+  one not owned by the pod: `PVC NS/NAME was not created for pod NS/POD (pod is not owner)`);
+- a claim being deleted, or `Lost`;
+- a claim not bound yet whose binding is not delayed (no StorageClass, or an `Immediate` one): "pod
+  has unbound immediate PersistentVolumeClaims" — the PV controller binds those, not the scheduler.
+
+Per node (kube's Filter, `FindPodVolumes`):
+
+- a bound claim's volume must admit the node (its `nodeAffinity`) — "node(s) had volume node
+  affinity conflict"; a volume that does not exist — "node(s) unavailable due to one or more pvc(s)
+  bound to non-existent pv(s)";
+- an unbound `WaitForFirstConsumer` claim needs, on the node, an Available volume of its class that
+  fits it (size, access modes, volume mode, selector, node affinity; one pre-bound to the claim
+  first, else the smallest — kube's `FindMatchingVolume`), two claims of the pod never sharing one,
+  or else its StorageClass must provision (a provisioner other than `kubernetes.io/no-provisioner`)
+  where its `allowedTopologies` admit the node; a claim already annotated with
+  `volume.kubernetes.io/selected-node` only fits that node — "node(s) didn't find available
+  persistent volumes to bind".
+
+Reserve: on the chosen node, each matched volume is assumed bound to its claim (`claimRef`) and each
+claim to provision is assumed annotated with the node, in the catalog (kube's assume cache), so the
+next pod never gets the same volume; the `VolumeBindings` go with the decision to the operator, which
+writes them before binding the pod (kube's PreBind), and to `placer simulate`'s `volumes`.
+
+Not modelled: CSIStorageCapacity (a provisioning class is assumed to have room), and the volume
+capacity score (a kube alpha feature).
+
+Args: none.
+
+Example profile (the default profile has it as a filter)::
+
+    spec:
+      schedulerName: stateful-scheduler
+      filters: [{name: NodeResourcesFit}, {name: VolumeBinding}, {name: VolumeZone}]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from placer.engine.cluster import ClusterState
+from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs, ReservePlugin, StaticCache
+from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm, PodInfo
+from placer.engine.storage import (
+    ClaimInfo,
+    StorageClassInfo,
+    VolumeBindings,
+    VolumeInfo,
+    find_matching_volume,
+)
+from placer.plugins._selectors import term_mask
+
+__all__ = ["VolumeBinding"]
+
+CLAIM = "PersistentVolumeClaim"
+VOLUME = "PersistentVolume"
+CLASS = "StorageClass"
+
+UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+NODE_CONFLICT = "node(s) had volume node affinity conflict"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+# bits of a node's code, in kube's order of reasons
+REASON_BITS = ((1, NODE_CONFLICT), (2, BIND_CONFLICT), (4, PV_NOT_EXIST))
+
+
+@dataclass(slots=True)
+class _Plan:
+    """One pod's claims against the nodes, for one state of the catalog and the nodes."""
+
+    pod_reason: str | None = None
+    to_bind: bool = False  # some claim is not bound yet: there is something to reserve
+    codes: np.ndarray | None = None  # per slot: REASON_BITS ORed; None: every node fits
+    # per claim to match: its choice per slot (an index into `volumes`, -1: none)
+    choices: list[tuple[ClaimInfo, np.ndarray]] = field(default_factory=list)
+    volumes: list[VolumeInfo] = field(default_factory=list)
+    provision: list[ClaimInfo] = field(default_factory=list)  # claims already annotated for a node
+
+
+class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs]):
+    name: ClassVar[str] = "VolumeBinding"
+    events: ClassVar[frozenset[str]] = frozenset(
+        {ClusterEvent.NODE, CLAIM, VOLUME, CLASS, "CSINode"}
+    )
+
+    def __init__(self, args: NoArgs) -> None:
+        super().__init__(args)
+        self._plan_of: tuple[object, ClusterState | None, tuple[int, int], _Plan] | None = None
+        self._masks: StaticCache[np.ndarray] = StaticCache()
+        self._by_class: tuple[int, int, dict[str, list[VolumeInfo]]] = (-1, -1, {})
+
+    # ----------------------------------------------------------------- the plan
+
+    def _plan(self, pod: PodInfo, cluster: ClusterState) -> _Plan:
+        """Memoised per pod and per state of the catalog and of the nodes (not of the pods: what
+        volumes fit a node does not depend on them, so Reserve reuses the Filter's plan)."""
+        key = (cluster.catalog.revision, cluster.static_version)
+        memo = self._plan_of
+        if memo is not None and memo[0] is pod and memo[1] is cluster and memo[2] == key:
+            return memo[3]
+        plan = self._compute(pod, cluster)
+        self._plan_of = (pod, cluster, key, plan)
+        return plan
+
+    def _claims(self, pod: PodInfo, cluster: ClusterState) -> tuple[str | None, list[ClaimInfo], list[ClaimInfo]]:
+        """(pod-level reason, bound claims, claims to bind), as kube's `podHasPVCs` + `GetPodVolumes`."""
+        catalog = cluster.catalog
+        bound: list[ClaimInfo] = []
+        to_bind: list[ClaimInfo] = []
+        immediate = False
+        for ref in pod.volumes.claims:
+            claim: ClaimInfo | None = catalog.get(CLAIM, ref.name, pod.namespace)
+            if claim is None:
+                if ref.ephemeral:
+                    return (
+                        f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{ref.name}"',
+                        [], [],
+                    )
+                return f'persistentvolumeclaim "{ref.name}" not found', [], []
+            if claim.phase == "Lost":
+                return (
+                    f'persistentvolumeclaim "{claim.name}" bound to non-existent persistentvolume '
+                    f'"{claim.volume_name}"', [], [],
+                )
+            if claim.deleting:
+                return f'persistentvolumeclaim "{claim.name}" is being deleted', [], []
+            if ref.ephemeral and claim.owner_uid != pod.uid:
+                return (
+                    f"PVC {pod.namespace}/{claim.name} was not created for pod {pod.namespace}/{pod.name} "
+                    "(pod is not owner)", [], [],
+                )
+            if claim.fully_bound:
+                bound.append(claim)
+                continue
+            storage_class = self._class_of(cluster, claim)
+            if storage_class is not None and storage_class.delays_binding and not claim.volume_name:
+                to_bind.append(claim)
+            else:
+                immediate = True
+        if immediate:
+            return UNBOUND_IMMEDIATE, [], []
+        return None, bound, to_bind
+
+    def _compute(self, pod: PodInfo, cluster: ClusterState) -> _Plan:
+        reason, bound, to_bind = self._claims(pod, cluster)
+        if reason is not None:
+            return _Plan(pod_reason=reason)
+        if not bound and not to_bind:
+            return _Plan()
+        size = cluster.size
+        codes = np.zeros(size, dtype=np.int8)
+        plan = _Plan(to_bind=bool(to_bind), codes=codes)
+        # bound claims: kube's checkBoundClaims, claim by claim, the first problem decides a node
+        undecided = np.ones(size, dtype=bool)
+        for claim in bound:
+            volume: VolumeInfo | None = cluster.catalog.get(VOLUME, claim.volume_name)
+            if volume is None:
+                codes[undecided] |= 4
+                break
+            admits = self._admits(cluster, volume)
+            if admits is not None:
+                codes[undecided & ~admits] |= 1
+                undecided &= admits
+        # claims to bind: kube's FindPodVolumes
+        unbound_fails = np.zeros(size, dtype=bool)
+        names = cluster.names[:size]
+        matching: list[ClaimInfo] = []
+        for claim in to_bind:
+            if claim.selected_node:
+                unbound_fails |= names != claim.selected_node
+                plan.provision.append(claim)
+            else:
+                matching.append(claim)
+        for claim in plan.provision:
+            unbound_fails |= ~self._provisions(cluster, claim)
+        index: dict[str, int] = {}
+        for claim in sorted(matching, key=lambda c: c.request):  # kube: smallest claims first
+            choice = np.full(size, -1, dtype=np.int64)
+            candidates = find_matching_volume(claim, self._volumes_of(cluster, claim.storage_class))
+            pre_bound = bool(candidates) and candidates[0].bound_to(claim)
+            for volume in candidates:
+                vid = index.setdefault(volume.name, len(index))
+                if vid == len(plan.volumes):
+                    plan.volumes.append(volume)
+                admits = self._admits(cluster, volume)
+                free = choice < 0 if admits is None else (choice < 0) & admits
+                if not pre_bound:  # another claim of the pod took it on that node (kube's chosenPVs)
+                    for _, earlier in plan.choices:
+                        free &= earlier != vid
+                choice[free] = vid
+            plan.choices.append((claim, choice))
+            unbound_fails |= (choice < 0) & ~self._provisions(cluster, claim)
+        codes[unbound_fails] |= 2
+        if not codes.any():
+            plan.codes = None
+        return plan
+
+    def _admits(self, cluster: ClusterState, volume: VolumeInfo) -> np.ndarray | None:
+        """The nodes a volume's node affinity admits (None: every node)."""
+        terms = volume.node_affinity
+        if terms is None:
+            return None
+        mask = self._masks.get(cluster, terms)
+        if mask is None:
+            mask = np.zeros(cluster.size, dtype=bool)
+            for term in terms:
+                mask |= term_mask(cluster, term)
+            mask = self._masks.put(terms, mask)
+        return mask
+
+    def _provisions(self, cluster: ClusterState, claim: ClaimInfo) -> np.ndarray:
+        """The nodes where the claim's class can provision it (kube's `checkVolumeProvisions`)."""
+        storage_class = self._class_of(cluster, claim)
+        if storage_class is None or not storage_class.provisions:
+            return np.zeros(cluster.size, dtype=bool)
+        if not storage_class.allowed_topologies:
+            return np.ones(cluster.size, dtype=bool)
+        key = ("class", storage_class.allowed_topologies)
+        mask = self._masks.get(cluster, key)
+        if mask is None:
+            mask = np.zeros(cluster.size, dtype=bool)
+            for topology in storage_class.allowed_topologies:
+                term = NodeSelectorTerm(
+                    tuple(NodeSelectorRequirement(k, "In", tuple(sorted(v))) for k, v in topology), ()
+                )
+                mask |= term_mask(cluster, term)
+            mask = self._masks.put(key, mask)
+        return mask
+
+    @staticmethod
+    def _class_of(cluster: ClusterState, claim: ClaimInfo) -> StorageClassInfo | None:
+        return cluster.catalog.get(CLASS, claim.storage_class) if claim.storage_class else None
+
+    def _volumes_of(self, cluster: ClusterState, storage_class: str) -> list[VolumeInfo]:
+        """The volumes of a class (kube's `pvCache.ListPVs`), indexed again when volumes change."""
+        catalog = cluster.catalog
+        version = catalog.version(VOLUME)
+        seen_catalog, seen_version, index = self._by_class
+        if seen_catalog != id(catalog) or seen_version != version:
+            index = {}
+            for _, _, volume in catalog.items(VOLUME):
+                index.setdefault(volume.storage_class, []).append(volume)
+            self._by_class = (id(catalog), version, index)
+        return index.get(storage_class, [])
+
+    # ----------------------------------------------------------------- filter
+
+    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
+        if not pod.volumes.claims:
+            return None
+        return self._plan(pod, cluster).pod_reason
+
+    def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+        if not pod.volumes.claims:
+            return None
+        codes = self._plan(pod, cluster).codes
+        return None if codes is None else codes == 0
+
+    def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        codes = self._plan(pod, cluster).codes
+        if codes is not None:
+            for bit, reason in REASON_BITS:
+                number = int(np.count_nonzero(codes[rejected] & bit))
+                if number:
+                    counts[reason] = number
+        return counts
+
+    # ----------------------------------------------------------------- reserve
+
+    def reserve(self, pod: PodInfo, cluster: ClusterState, node: str) -> VolumeBindings | None:
+        """Assume, in the catalog, the volumes chosen on `node` bound to their claims and the claims
+        to provision annotated with it (kube's AssumePodVolumes)."""
+        if not pod.volumes.claims:
+            return None
+        plan = self._plan(pod, cluster)
+        slot = cluster.index.get(node)
+        if not plan.to_bind or slot is None:
+            return None
+        catalog = cluster.catalog
+        static: list[tuple[ClaimInfo, VolumeInfo]] = []
+        dynamic: list[ClaimInfo] = []
+        for claim, choice in plan.choices:
+            vid = int(choice[slot])
+            if vid < 0:
+                dynamic.append(claim)
+                continue
+            volume = plan.volumes[vid]
+            if not volume.bound_to(claim) or not volume.claim or not volume.claim[2]:
+                volume = dataclasses.replace(volume, claim=(claim.namespace, claim.name, claim.uid))
+                catalog.assume(VOLUME, "", volume.name, volume)
+            static.append((claim, volume))
+        for claim in plan.provision:
+            dynamic.append(claim)  # already annotated for this node
+        assumed = []
+        for claim in dynamic:
+            if claim.selected_node != node:
+                claim = dataclasses.replace(claim, selected_node=node)
+                catalog.assume(CLAIM, claim.namespace, claim.name, claim)
+            assumed.append(claim)
+        return VolumeBindings(node, tuple(static), tuple(assumed))
+
+    def unreserve(self, pod: PodInfo, cluster: ClusterState, reservation: VolumeBindings) -> None:
+        catalog = cluster.catalog
+        for _, volume in reservation.static:
+            catalog.restore(VOLUME, "", volume.name)
+        for claim in reservation.dynamic:
+            catalog.restore(CLAIM, claim.namespace, claim.name)
