@@ -32,10 +32,13 @@ lint: install ## ruff over the code
 demo: install ## set up and run `placer simulate` on the bundled sample cluster
 	$(VENV)/bin/placer simulate --cluster examples/cluster.yaml --profile examples/profiles/all.yaml
 
-bench: bench-engine bench-simulate bench-e2e bench-soak ## all benchmarks: engine alone, simulate, end to end, soak with faults
+bench: bench-engine bench-preemption bench-simulate bench-e2e bench-soak ## all benchmarks: engine alone, preemption, simulate, end to end, soak with faults
 
 bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, medians of 5 runs
 	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
+
+bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, medians of 5
+	$(PY) bench/preemption_bench.py --runs 5 --json bench/results/preemption.json
 
 bench-simulate: install ## `placer simulate -o json`: 1,000 nodes, 2,000 pending pods, phases timed, medians of 5
 	$(PY) bench/simulate_bench.py --runs 5 --json bench/results/simulate.json

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from placer.engine.kinds import KINDS as CATALOG_KINDS
-from placer.plugins import FILTER_NAMES, REGISTRY, SCORE_NAMES
+from placer.plugins import FILTER_NAMES, POST_FILTER_NAMES, REGISTRY, SCORE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "manifests" / "chart" / "placer"
@@ -471,7 +471,8 @@ def test_crd_plugin_enums() -> None:
     spec = manifests.crd_schema()["properties"]["spec"]["properties"]
     assert set(spec["filters"]["items"]["properties"]["name"]["enum"]) == FILTERS
     assert set(spec["scores"]["items"]["properties"]["name"]["enum"]) == SCORES
-    assert len(FILTERS | SCORES) == len(REGISTRY) == 14
+    assert set(spec["postFilters"]["items"]["properties"]["name"]["enum"]) == POST_FILTER_NAMES
+    assert FILTERS | SCORES | POST_FILTER_NAMES == set(REGISTRY)
 
 
 def test_crd_schema_is_structural() -> None:

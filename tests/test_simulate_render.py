@@ -1,5 +1,5 @@
-"""`render_json` writes what `json.dump(..., indent=2)` of API.md §4's object wrote before it was
-made fast: the same content in the same key order (the layout may differ), and valid JSON."""
+"""`render_json` writes what `json.dump(..., indent=2)` of API.md §4's object writes: the same content
+in the same key order (the layout may differ: one placement a line), and valid JSON."""
 
 from __future__ import annotations
 
@@ -9,27 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from placer.simulate import Simulation, render_json, simulate
+from placer.simulate import Simulation, placement, render_json, simulate, summary
 from placer.testing import node, pod
 
 
 def reference(simulation: Simulation) -> str:
-    """The JSON as `render_json` printed it with the pure-Python encoder."""
-    placements = [
-        {
-            "pod": d.pod,
-            "profile": d.profile,
-            "node": d.node,
-            "message": d.message,
-            "scores": [s.as_dict() for s in d.top],
-            "volumes": d.reservations["VolumeBinding"].as_json() if "VolumeBinding" in d.reservations else [],
-        }
-        for d in simulation.decisions
-    ]
-    scheduled = sum(1 for d in simulation.decisions if d.node is not None)
-    summary = {"pods": len(simulation.decisions), "scheduled": scheduled,
-               "unschedulable": len(simulation.decisions) - scheduled}
-    return json.dumps({"placements": placements, "summary": summary}, indent=2) + "\n"
+    """The same object through the pure-Python encoder, as `json.dump(..., indent=2)` printed it."""
+    placements = [placement(d) for d in simulation.decisions]
+    return json.dumps({"placements": placements, "summary": summary(simulation)}, indent=2) + "\n"
 
 
 def rendered(simulation: Simulation) -> str:

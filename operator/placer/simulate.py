@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import yaml
 
 from placer.engine.cluster import ClusterState
-from placer.engine.kinds import KINDS_BY_NAME, upsert_object
+from placer.engine.kinds import KINDS_BY_NAME, resolve_priority, upsert_object
 from placer.engine.objects import (
     ObjectError,
     PodInfo,
@@ -146,6 +146,9 @@ def cluster_from_documents(files: Iterable[Documents]) -> tuple[ClusterState, li
                     raise ObjectError("kind", f'Unsupported value: "{kind}": {expected}')
             except ObjectError as error:
                 raise InputError(f"{where} {kind or ''} {_object_name(obj)!r}: {error}") from None
+    # a pod naming a PriorityClass but no spec.priority gets it as the API server's admission would
+    for pod in (*unbound, *(record.pod for record in cluster.pods.values())):
+        resolve_priority(pod, cluster.catalog)
     return cluster, unbound
 
 
@@ -232,6 +235,12 @@ def place(simulation: Simulation, top: int = 3) -> Simulation:
     for pod in simulation.pending:
         profile = profiles[pod.scheduler_name]
         decision = scheduler.schedule(pod, profile, cluster, top=top)
+        if decision.preemption is not None:
+            # the victims are gone at once here (the operator evicts them and waits), and the pod
+            # takes the room they leave on its nominated node
+            for victim in decision.preemption.victims:
+                cluster.remove_pod(victim.key)
+            decision.node = decision.preemption.node
         if decision.node is not None:
             scheduler.assume(pod, decision, profile, cluster)
         simulation.decisions.append(decision)
@@ -243,10 +252,35 @@ def _summary(decisions: Sequence[Decision]) -> dict[str, int]:
     return {"pods": len(decisions), "scheduled": scheduled, "unschedulable": len(decisions) - scheduled}
 
 
+def _preemption(decision: Decision) -> dict[str, Any] | None:
+    """API.md §4: the nominated node and the victims evicted for the pod; null without preemption."""
+    preemption = decision.preemption
+    if preemption is None:
+        return None
+    return {"node": preemption.node, "victims": [victim.key for victim in preemption.victims]}
+
+
 def _volumes(decision: Decision) -> list[dict[str, Any]]:
     """The claims a placement binds (API.md §4), empty when it binds none."""
     bindings = decision.reservations.get("VolumeBinding")
     return [] if bindings is None else bindings.as_json()
+
+
+def placement(d: Decision) -> dict[str, Any]:
+    """One placement of API.md §4's JSON, keys in the contract's order."""
+    return {
+        "pod": d.pod,
+        "profile": d.profile,
+        "node": d.node,
+        "message": d.message,
+        "scores": [s.as_dict() for s in d.top],
+        "volumes": _volumes(d),
+        "preemption": _preemption(d),
+    }
+
+
+def summary(simulation: Simulation) -> dict[str, int]:
+    return _summary(simulation.decisions)
 
 
 def render_json(simulation: Simulation, out: TextIO) -> None:
@@ -256,19 +290,7 @@ def render_json(simulation: Simulation, out: TextIO) -> None:
     indent runs the pure-Python encoder and writes every token apart), and the text is written at once.
     """
     encode = json.dumps
-    lines = [
-        encode(
-            {
-                "pod": d.pod,
-                "profile": d.profile,
-                "node": d.node,
-                "message": d.message,
-                "scores": [s.as_dict() for s in d.top],
-                "volumes": _volumes(d),
-            }
-        )
-        for d in simulation.decisions
-    ]
+    lines = [encode(placement(d)) for d in simulation.decisions]
     placements = "[\n    " + ",\n    ".join(lines) + "\n  ]" if lines else "[]"
     out.write(f'{{\n  "placements": {placements},\n  "summary": {encode(_summary(simulation.decisions))}\n}}\n')
 
@@ -276,7 +298,10 @@ def render_json(simulation: Simulation, out: TextIO) -> None:
 def render_table(simulation: Simulation, out: TextIO) -> None:
     rows = [("POD", "PROFILE", "NODE", "SCORE", "REASON")]
     for d in simulation.decisions:
-        if d.node is not None and not d.top:  # --top 0: no scores kept
+        if d.preemption is not None:
+            victims = ", ".join(victim.key for victim in d.preemption.victims)
+            rows.append((d.pod, d.profile, d.node or "", "-", f"preempts {victims}"))
+        elif d.node is not None and not d.top:  # --top 0: no scores kept
             rows.append((d.pod, d.profile, d.node, "-", ""))
         elif d.node is not None:
             best = d.top[0]

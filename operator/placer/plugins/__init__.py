@@ -7,7 +7,7 @@ test and add one line to `REGISTRY`.
 
 from __future__ import annotations
 
-from placer.engine.framework import FilterPlugin, Plugin, ScorePlugin
+from placer.engine.framework import FilterPlugin, Plugin, PostFilterPlugin, ScorePlugin
 from placer.plugins.default_preemption import DefaultPreemption
 from placer.plugins.image_locality import ImageLocality
 from placer.plugins.inter_pod_affinity import InterPodAffinity
@@ -49,5 +49,8 @@ REGISTRY: dict[str, type[Plugin]] = {
 
 FILTER_NAMES: frozenset[str] = frozenset(name for name, cls in REGISTRY.items() if issubclass(cls, FilterPlugin))
 SCORE_NAMES: frozenset[str] = frozenset(name for name, cls in REGISTRY.items() if issubclass(cls, ScorePlugin))
+POST_FILTER_NAMES: frozenset[str] = frozenset(
+    name for name, cls in REGISTRY.items() if issubclass(cls, PostFilterPlugin)
+)
 
-__all__ = ["FILTER_NAMES", "REGISTRY", "SCORE_NAMES"]
+__all__ = ["FILTER_NAMES", "POST_FILTER_NAMES", "REGISTRY", "SCORE_NAMES"]
