@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
