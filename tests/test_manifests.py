@@ -64,9 +64,12 @@ CLUSTER_RULES = {
     ("ClusterRole", "metrics.k8s.io", "nodes", "list", ""),
     ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "list", ""),
     ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "watch", ""),
-    # every kind the engine's catalog reads (namespaces, services, workloads, ...): read-only
+    # every kind the engine's catalog reads (namespaces, services, workloads, storage, ...)
     *(("ClusterRole", kind.group, kind.plural, verb, "")
       for kind in CATALOG_KINDS for verb in ("get", "list", "watch")),
+    # binding a pod's volumes before the pod (PreBind): a PV's claimRef, a claim's selected-node
+    ("ClusterRole", "", "persistentvolumes", "patch", ""),
+    ("ClusterRole", "", "persistentvolumeclaims", "patch", ""),
 }
 LEASE_RULES = {
     ("Role", "coordination.k8s.io", "leases", "create", ""),
@@ -472,7 +475,7 @@ def test_crd_plugin_enums() -> None:
     assert set(spec["filters"]["items"]["properties"]["name"]["enum"]) == FILTERS
     assert set(spec["scores"]["items"]["properties"]["name"]["enum"]) == SCORES
     assert set(spec["postFilters"]["items"]["properties"]["name"]["enum"]) == POST_FILTER_NAMES
-    assert FILTERS | SCORES | POST_FILTER_NAMES == set(REGISTRY)
+    assert set(REGISTRY) == FILTERS | SCORES | POST_FILTER_NAMES
 
 
 def test_crd_schema_is_structural() -> None:

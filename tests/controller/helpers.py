@@ -136,6 +136,14 @@ class FakeKube:
         self.gets: list[str] = []
         self.reachable = True  # what ping() answers
         self.pings = 0
+        # PersistentVolumes (by name) and claims ("ns/name") for the volume binding calls: merge
+        # patches with a resourceVersion precondition, as the API server applies them
+        self.volumes: dict[str, dict[str, Any]] = {}
+        self.claims: dict[str, dict[str, Any]] = {}
+        self.writes: list[tuple[str, str, dict[str, Any]]] = []  # (plural, key, patch) of every PATCH
+        self.write_status: int | None = None  # answer every PATCH with this status instead
+        self.write_error: ApiError | None = None  # raise this (no HTTP answer) on every PATCH instead
+        self.on_write: Callable[[str, dict[str, Any]], None] | None = None  # (plural, stored): the watch echo
 
     async def list_objects(self, path: str, query: Any = ()) -> tuple[list[dict[str, Any]], str]:
         return [json.loads(json.dumps(item)) for item in self.lists.get(path, [])], "1000"
@@ -180,6 +188,77 @@ class FakeKube:
     async def patch_profile_status(self, name: str, patch: Mapping[str, Any]) -> Reply:
         self.profile_statuses.append((name, dict(patch)))
         return Reply(200, b"{}")
+
+    # ----------------------------------------------------------------- claims and volumes
+
+    def store(self, plural: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """File a PV or claim as the API server holds it (a copy; resourceVersion kept or given)."""
+        stored = json.loads(json.dumps(obj))
+        meta = stored.setdefault("metadata", {})
+        meta.setdefault("resourceVersion", str(next(_rvs)))
+        if plural == "persistentvolumes":
+            self.volumes[meta["name"]] = stored
+        else:
+            self.claims[f"{meta.get('namespace') or 'default'}/{meta['name']}"] = stored
+        return json.loads(json.dumps(stored))
+
+    def _objects(self, plural: str) -> dict[str, dict[str, Any]]:
+        return self.volumes if plural == "persistentvolumes" else self.claims
+
+    def _get(self, plural: str, key: str) -> Reply:
+        found = self._objects(plural).get(key)
+        if found is None:
+            return Reply(404, json.dumps({"message": f'{plural} "{key}" not found'}).encode())
+        return Reply(200, json.dumps(found).encode())
+
+    def _patch(self, plural: str, key: str, patch: Mapping[str, Any]) -> Reply:
+        self.writes.append((plural, key, json.loads(json.dumps(patch))))
+        if self.write_error is not None:
+            raise self.write_error
+        if self.write_status is not None:
+            return Reply(self.write_status, json.dumps({"message": f"HTTP {self.write_status} from the fake"}).encode())
+        objects = self._objects(plural)
+        current = objects.get(key)
+        if current is None:
+            return Reply(404, json.dumps({"message": f'{plural} "{key}" not found'}).encode())
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            message = f'Operation cannot be fulfilled on {plural} "{key}": the object has been modified'
+            return Reply(409, json.dumps({"message": message}).encode())
+        patched = merge_patch(current, patch)
+        if patched != current:
+            patched["metadata"]["resourceVersion"] = str(next(_rvs))
+            objects[key] = patched
+            if self.on_write is not None:
+                self.on_write(plural, json.loads(json.dumps(patched)))
+        return Reply(200, json.dumps(patched).encode())
+
+    async def get_volume(self, name: str) -> Reply:
+        return self._get("persistentvolumes", name)
+
+    async def patch_volume(self, name: str, patch: Mapping[str, Any]) -> Reply:
+        return self._patch("persistentvolumes", name, patch)
+
+    async def get_claim(self, namespace: str, name: str, *, retries: int | None = None) -> Reply:
+        return self._get("persistentvolumeclaims", f"{namespace}/{name}")
+
+    async def patch_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, retries: int | None = None
+    ) -> Reply:
+        return self._patch("persistentvolumeclaims", f"{namespace}/{name}", patch)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (the resourceVersion precondition aside)."""
+    if not isinstance(patch, Mapping):
+        return json.loads(json.dumps(patch))
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
 
 
 class FakeLeaseStore:

@@ -139,7 +139,12 @@ async def test_unschedulable_backs_off_and_reports(running: Running) -> None:
     await until(lambda: kube.conditions and kube.events)
     assert kube.binds == []
     assert kube.events[0]["reason"] == "FailedScheduling"
-    assert kube.events[0]["note"] == "0/1 nodes are available: 1 Insufficient cpu."
+    # the whole FitError, with preemption's sentence when the profile preempts (kube's `..` included)
+    note = kube.events[0]["note"]
+    assert note in ("0/1 nodes are available: 1 Insufficient cpu.",
+                    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+                    "1 No preemption victims found for incoming pod..")
+    assert kube.conditions[0][1]["status"]["conditions"][0]["message"] == note
     entry = state.queue.entry("default/big")
     assert entry is not None and entry.state in ("waiting", "in_flight", "active")
     assert state.metrics.attempts.get(result="unschedulable", profile="default") >= 1

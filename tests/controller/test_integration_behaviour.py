@@ -127,6 +127,7 @@ async def test_two_profiles_schedule_side_by_side(kube_emulator: KubeEmulator, l
     await until(lambda: all(node_of(emu, f"p{x}-{i}") for x in "ab" for i in range(2)))
     assert {node_of(emu, f"pa-{i}") for i in range(2)} == {"a"}
     assert {node_of(emu, f"pb-{i}") for i in range(2)} == {"b"}
+    await until(lambda: events_of(emu, "pa-0"))  # posted by the reporter after the bind
     assert {e["reportingInstance"] for e in events_of(emu, "pa-0")} == {"sched-a-op-a"}
     await until(lambda: all((ready(emu, name) or {}).get("reason") == "Loaded" for name in ("to-a", "to-b")))
 

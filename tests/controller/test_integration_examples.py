@@ -175,10 +175,12 @@ async def test_example_profile_end_to_end(kube_emulator: KubeEmulator, tmp_path:
         else:
             assert not pod["spec"].get("nodeName") and bound[key] == 0, key
             failed = [e for e in events if e["reason"] == "FailedScheduling"]
-            assert len(failed) == 1 and failed[0]["type"] == "Warning" and failed[0]["note"] == decision.message
+            # the whole FitError, preemption's sentence included (`Decision.full_message`)
+            assert len(failed) == 1 and failed[0]["type"] == "Warning" and failed[0]["note"] == decision.full_message
             cond = condition(emu, key)
             assert cond is not None
-            assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", decision.message)
+            assert (cond["status"], cond["reason"], cond["message"]) == (
+                "False", "Unschedulable", decision.full_message)
     # pods of other schedulers are not ours: untouched
     untouched = others_before - {key.split("/")[1] for key in expected}
     for pod in emu.list("pods"):

@@ -19,8 +19,10 @@ def test_omitted_lists_get_the_defaults() -> None:
     # API.md §2b: kube-scheduler's default profile plus NodeReady
     assert names(profile.filters) == [
         "NodeUnschedulable", "NodeReady", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
-        "PodTopologySpread", "InterPodAffinity",
+        "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
+        "InterPodAffinity",
     ]
+    assert names(profile.post_filters) == ["DefaultPreemption"]
     assert names(profile.filters) == [f["name"] for f in DEFAULT_FILTERS]
     assert [(p.name, w) for p, w in profile.scores] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2), ("InterPodAffinity", 2),

@@ -311,6 +311,32 @@ class KubeClient:
             if not token:
                 return items, str(meta.get("resourceVersion") or "")
 
+    # ----------------------------------------------------------------- claims and volumes
+
+    async def get_volume(self, name: str) -> Reply:
+        return await self.request("GET", f"/api/v1/persistentvolumes/{name}")
+
+    async def patch_volume(self, name: str, patch: Mapping[str, Any]) -> Reply:
+        """JSON merge patch of a PersistentVolume; a `metadata.resourceVersion` in it is a
+        precondition (409 when the volume changed since)."""
+        return await self.request(
+            "PATCH", f"/api/v1/persistentvolumes/{name}", body=patch, content_type=MERGE_PATCH,
+        )
+
+    async def get_claim(self, namespace: str, name: str, *, retries: int | None = None) -> Reply:
+        return await self.request(
+            "GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}", retries=retries
+        )
+
+    async def patch_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, retries: int | None = None
+    ) -> Reply:
+        """JSON merge patch of a PersistentVolumeClaim, `metadata.resourceVersion` as precondition."""
+        return await self.request(
+            "PATCH", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}", body=patch,
+            content_type=MERGE_PATCH, retries=retries,
+        )
+
     # ----------------------------------------------------------------- events.k8s.io/v1
 
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> Reply:

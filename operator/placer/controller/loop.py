@@ -10,6 +10,12 @@ it is being deleted) and 404 (gone). A bind that got no answer at all pauses the
 API server answers again (`SchedulerState.probe_api_forever`), so an outage costs a ping with
 backoff, not a bind per pending pod. Only the leader runs the loop, and every bind checks the
 leadership again right before it is sent.
+
+Assuming a pod is kube's assume and Reserve together (`Scheduler.assume`): the pod counted on its
+node and what its filters found there held, e.g. the volumes VolumeBinding chose. A pod with volume
+bindings to write first goes through kube's PreBind (`placer.controller.prebind`) in a task of its
+own, which holds no bind slot while it waits for the PV controller or a provisioner; it takes one to
+bind once every claim is bound. Any failure undoes both (`Scheduler.forget`).
 """
 
 from __future__ import annotations
@@ -20,14 +26,21 @@ import logging
 import time
 
 from placer.controller.kube import BindOutcome, BindResult
+from placer.controller.prebind import PLUGIN as VOLUME_BINDING
+from placer.controller.prebind import VolumeBinder, VolumeOutcome, VolumeResult
 from placer.controller.state import SchedulerState
-from placer.engine.framework import ClusterEvent
+from placer.engine.framework import ClusterEvent, ReservePlugin
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
+from placer.engine.runtime import Decision
+from placer.engine.storage import VolumeBindings
 
 __all__ = ["SchedulingLoop"]
 
 logger = logging.getLogger("placer.loop")
+
+# what may let a pod whose volumes could not be bound go now (VolumeBinding's events)
+VOLUME_EVENTS = frozenset({ClusterEvent.NODE, "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"})
 
 
 class SchedulingLoop:
@@ -36,16 +49,24 @@ class SchedulingLoop:
         self.limit = max_binds_in_flight or state.options.max_binds_in_flight
         self._slots = asyncio.Semaphore(self.limit)
         self._binds: set[asyncio.Task[None]] = set()
+        self._volume_binds: set[asyncio.Task[None]] = set()  # pods waiting for their volumes (no slot)
+        self._stopping = asyncio.Event()
+        self.volumes = VolumeBinder(state, self._stopping)
+        state.metrics.volume_binds_waiting.source = lambda: [({}, len(self._volume_binds))]
         self.debug = logger.isEnabledFor(logging.DEBUG)
 
     @property
     def binds_in_flight(self) -> int:
         return len(self._binds)
 
+    @property
+    def volume_binds_waiting(self) -> int:
+        return len(self._volume_binds)
+
     async def run(self) -> None:
         state = self.state
         queue = state.queue
-        while True:
+        while not self._stopping.is_set():  # `drain` ends it: the operator is stopping
             if not state.may_schedule.is_set():
                 await state.may_schedule.wait()
                 continue
@@ -58,7 +79,9 @@ class SchedulingLoop:
             await self._slots.acquire()
             state.wakeup.clear()
             pod = queue.pop()
-            if pod is None:
+            if pod is None or self._stopping.is_set():
+                if pod is not None:
+                    queue.retry_now(pod.key)
                 self._slots.release()
                 await self._idle()
                 continue
@@ -98,7 +121,7 @@ class SchedulingLoop:
             return False
         node = decision.node
         if node is None:
-            message = decision.message or "unschedulable"
+            message = decision.full_message or "unschedulable"
             self._observe(profile, "error" if pod.error else "unschedulable", started)
             state.queue.backoff(key, decision.wake_on)
             state.reporter.failed(pod, profile.scheduler_name, message)
@@ -106,25 +129,94 @@ class SchedulingLoop:
                 logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
             return False
         self._observe(profile, "scheduled", started)
-        state.cluster.assume(pod, node)
+        try:
+            state.scheduler.assume(pod, decision, profile, state.cluster)  # counted, and its reservations held
+        except Exception:
+            logger.exception("reserving %s on %s failed", key, node)
+            self._forget(pod, decision, profile)
+            state.queue.backoff(key)
+            return False
         state.queue.wake(ClusterEvent.POD_ADD)  # e.g. a pod with affinity to this one may go now
         if self.debug:
             top = ", ".join(f"{s.node}={s.total}" for s in decision.top)
             logger.debug("pod %s -> %s (profile %s generation %d; top %s)", key, node, profile.name,
                          profile.generation, top)
-        task = asyncio.create_task(self._bind(pod, node, profile))
+        bindings = decision.reservations.get(VOLUME_BINDING)
+        if isinstance(bindings, VolumeBindings) and (bindings.static or bindings.dynamic):
+            task = asyncio.create_task(self._bind_volumes(pod, decision, profile, bindings))
+            self._volume_binds.add(task)
+            task.add_done_callback(self._volume_binds.discard)
+            return False  # waiting for the volumes holds no bind slot
+        task = asyncio.create_task(self._bind(pod, decision, profile))
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
         return True
+
+    def _forget(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
+        """Undo `Scheduler.assume`: the pod's room on its node and its reservations. When the pod was
+        deleted and a new pod of that name assumed meanwhile, only the reservations are ours to undo."""
+        state = self.state
+        record = state.cluster.pods.get(pod.key)
+        if record is not None and record.assumed and pod.uid and record.pod.uid and record.pod.uid != pod.uid:
+            for plugin in reversed(profile.filters):
+                reservation = decision.reservations.pop(plugin.name, None)
+                if reservation is not None and isinstance(plugin, ReservePlugin):
+                    plugin.unreserve(pod, state.cluster, reservation)
+            return
+        state.scheduler.forget(pod, decision, profile, state.cluster)
 
     def _observe(self, profile: Profile, result: str, started: float) -> None:
         metrics = self.state.metrics
         metrics.attempts.inc(result=result, profile=profile.name)
         metrics.attempt_duration.observe(time.perf_counter() - started, result=result, profile=profile.name)
 
-    async def _bind(self, pod: PodInfo, node: str, profile: Profile) -> None:
+    async def _bind_volumes(
+        self, pod: PodInfo, decision: Decision, profile: Profile, bindings: VolumeBindings
+    ) -> None:
+        """PreBind: write the volume bindings and wait for them (no slot held), then bind the pod."""
+        state = self.state
+        try:
+            try:
+                outcome = await self.volumes.bind(pod, bindings)
+            except Exception as error:
+                logger.exception("binding the volumes of %s failed", pod.key)
+                outcome = VolumeOutcome(VolumeResult.FAILED, f'running PreBind plugin "{VOLUME_BINDING}": {error}')
+            state.metrics.volume_binds.inc(result=outcome.result.value)
+            if outcome.result is VolumeResult.BOUND:
+                await self._slots.acquire()  # _bind releases it
+        except asyncio.CancelledError:
+            self._forget(pod, decision, profile)  # never leave an assumption behind
+            raise
+        if outcome.result is VolumeResult.BOUND:
+            await self._bind(pod, decision, profile)
+        else:
+            self._volumes_failed(pod, decision, profile, outcome)
+
+    def _volumes_failed(self, pod: PodInfo, decision: Decision, profile: Profile, outcome: VolumeOutcome) -> None:
         state = self.state
         key = pod.key
+        self._forget(pod, decision, profile)
+        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
+        state.wakeup.set()
+        if outcome.result is VolumeResult.GONE:
+            state.queue.remove(key)
+            logger.debug("volumes of %s not bound: %s", key, outcome.message)
+            return
+        if outcome.result is VolumeResult.ABANDONED or not state.is_leader():
+            state.queue.retry_now(key)  # for the next term (or leader)
+            logger.info("volumes of %s not bound: %s", key, outcome.message)
+            return
+        if not outcome.answered:
+            state.api_unreachable(outcome.message)
+        state.backoff_from_now(key, VOLUME_EVENTS)
+        logger.warning("volumes of %s on %s not bound: %s", key, decision.node, outcome.message)
+        state.reporter.failed(pod, profile.scheduler_name, outcome.message, reason="SchedulerError")
+
+    async def _bind(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
+        state = self.state
+        key = pod.key
+        node = decision.node
+        assert node is not None
         try:
             if not state.is_leader():
                 outcome = BindOutcome(BindResult.FAILED, "not the leader")
@@ -132,7 +224,7 @@ class SchedulingLoop:
                 assert state.kube is not None
                 outcome = await state.kube.bind(pod.namespace, pod.name, pod.uid, node)
         except asyncio.CancelledError:
-            state.cluster.forget(key)  # never leave an assumption behind
+            self._forget(pod, decision, profile)  # never leave an assumption behind
             raise
         except Exception as error:
             outcome = BindOutcome(BindResult.FAILED, repr(error))
@@ -144,7 +236,7 @@ class SchedulingLoop:
             state.queue.remove(key)  # stays assumed until the watch shows it bound
             state.reporter.scheduled(pod, node, profile.scheduler_name)
             return
-        state.cluster.forget(key)
+        self._forget(pod, decision, profile)
         if result in (BindResult.CONFLICT, BindResult.GONE):
             state.queue.remove(key)
             logger.debug("bind of %s dropped (%s): %s", key, result.value, outcome.message)
@@ -161,8 +253,12 @@ class SchedulingLoop:
         state.reporter.failed(pod, profile.scheduler_name, f"Binding rejected: {outcome.message}", condition=False)
 
     async def drain(self, timeout: float) -> None:
-        """Let the binds in flight finish (bounded), e.g. before the Lease is released."""
-        if self._binds:
+        """Let the binds in flight finish (bounded), e.g. before the Lease is released; pods waiting
+        for their volumes stop waiting (undoing their annotations) and are left to the next leader."""
+        self._stopping.set()
+        self.state.volumes_changed.fire()
+        tasks = [*self._binds, *self._volume_binds]
+        if tasks:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
-                    await asyncio.gather(*self._binds, return_exceptions=True)
+                    await asyncio.gather(*tasks, return_exceptions=True)

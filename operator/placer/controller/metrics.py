@@ -149,14 +149,23 @@ class Metrics:
         self.bindings = Counter(
             "placer_bindings_total", "Binding calls by result (bound, conflict, gone, failed)."
         )
+        self.volume_binds = Counter(
+            "placer_volume_binds_total",
+            "Volume bindings written before a pod's bind (kube's PreBind), by result (bound, failed, "
+            "timeout, gone, abandoned).",
+        )
+        self.volume_binds_waiting = Gauge(
+            "placer_volume_binds_waiting", "Pods whose volumes are being bound (waiting for the PV controller "
+            "or a provisioner).",
+        )
         self.leader = Gauge("placer_leader", "1 while this instance holds the leader Lease (or runs without one).")
         self.reports_dropped = Counter(
             "placer_reports_dropped_total", "Events and condition writes dropped because their queue was full."
         )
         self.api_errors = Counter("placer_api_errors_total", "Failed API calls made by placer itself, by call.")
         self._all: list[_Metric] = [
-            self.attempts, self.attempt_duration, self.pending, self.reloads, self.bindings, self.leader,
-            self.reports_dropped, self.api_errors,
+            self.attempts, self.attempt_duration, self.pending, self.reloads, self.bindings, self.volume_binds,
+            self.volume_binds_waiting, self.leader, self.reports_dropped, self.api_errors,
         ]
 
     def render(self) -> str:

@@ -8,7 +8,8 @@ and counted (`placer_reports_dropped_total`), as client-go's event broadcaster d
 - `FailedScheduling` (Warning, action Scheduling), note = the engine's message. A repeat of the
   same failure for the same pod does not create another Event: it bumps the existing Event's
   `series` {count, lastObservedTime}, PATCHed at most every `series_interval` seconds.
-- Condition `PodScheduled=False, reason=Unschedulable, message=...` through pods/status, written
+- Condition `PodScheduled=False, reason=Unschedulable, message=...` (`reason=SchedulerError` when
+  the failure came after the decision, e.g. its volumes could not be bound) through pods/status, written
   only when it differs from what the pod already shows (the watch tells us) or what we last wrote,
   with the resourceVersion the decision saw as a precondition (a pod bound meanwhile is left alone).
 
@@ -166,10 +167,13 @@ class Reporter:
         event = self._event(pod, scheduler_name, "Scheduled", "Binding", "Normal", note, _event_name(pod.name))
         self._submit(lambda: self._create(pod.namespace, event, None))
 
-    def failed(self, pod: PodInfo, scheduler_name: str, message: str, *, condition: bool = True) -> None:
-        """An unschedulable (or unbindable) pod: one event per distinct message, and the condition."""
+    def failed(
+        self, pod: PodInfo, scheduler_name: str, message: str, *, condition: bool = True, reason: str = "Unschedulable"
+    ) -> None:
+        """An unschedulable (or unbindable) pod: one event per distinct message, and the condition
+        (`reason` Unschedulable, or kube's SchedulerError for a failure after the decision)."""
         if condition:
-            self._want_condition(pod, message)
+            self._want_condition(pod, message, reason)
         key = pod.key
         series = self._series.get(key)
         if series is None or series.note != message or series.uid != pod.uid:
@@ -207,16 +211,16 @@ class Reporter:
             "regarding": regarding,
         }
 
-    def _want_condition(self, pod: PodInfo, message: str) -> None:
+    def _want_condition(self, pod: PodInfo, message: str, reason: str = "Unschedulable") -> None:
         key = pod.key
         pending = self._desired.get(key)
         current = pending[3] if pending else self._written.get(key) or self._observed.get(key)
-        wanted = Condition("False", "Unschedulable", message)
+        wanted = Condition("False", reason, message)
         if wanted.same(current):
             return
         since = current.last_transition if current is not None and current.status == "False" else ""
         self._desired[key] = (pod.namespace, pod.name, pod.resource_version,
-                              Condition("False", "Unschedulable", message, since or _now_seconds()))
+                              Condition("False", reason, message, since or _now_seconds()))
         if key not in self._condition_jobs:
             self._condition_jobs.add(key)
             if not self._submit(lambda: self._write_conditions(key)):

@@ -48,7 +48,7 @@ from placer.engine.profile import Profile
 from placer.engine.queue import SchedulingQueue
 from placer.engine.runtime import Scheduler
 
-__all__ = ["ACTIVE_PODS_SELECTOR", "KINDS", "PROFILES_PATH", "SchedulerState"]
+__all__ = ["ACTIVE_PODS_SELECTOR", "KINDS", "PROFILES_PATH", "SchedulerState", "Signal"]
 
 logger = logging.getLogger("placer.state")
 
@@ -59,6 +59,29 @@ KINDS = ("pods", "nodes", "profiles", *(kind.plural for kind in CATALOG_KINDS))
 # Kopf delivers a listing in one burst; a listing event this long after the previous one of its
 # kind starts a new listing
 RELIST_GAP = 1.0
+# the changes that may end a wait for volumes (a claim or volume written, the pod or its node gone)
+VOLUME_WAKE = frozenset({
+    "PersistentVolumeClaim", "PersistentVolume", ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE,
+    ClusterEvent.NODE_DELETE, ClusterEvent.NODE_UPDATE,
+})
+
+
+class Signal:
+    """Wakes every coroutine waiting on it at each `fire` (an Event that re-arms itself); costs
+    nothing while nobody waits."""
+
+    def __init__(self) -> None:
+        self._event: asyncio.Event | None = None
+
+    def fire(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self) -> None:
+        if self._event is None:
+            self._event = asyncio.Event()
+        await self._event.wait()
 
 
 def _older(new: str, old: str) -> bool:
@@ -118,6 +141,9 @@ class SchedulerState:
         self._pending_name: dict[str, str] = {}
         self._gated: set[str] = set()  # pending pods with spec.schedulingGates: not scheduled yet
         self.wakeup = asyncio.Event()  # something may be schedulable: the loop looks again
+        # a claim, volume, pod or node changed, or leadership was lost: pods waiting for their
+        # volumes to be bound (`placer.controller.prebind`) look again
+        self.volumes_changed = Signal()
         # Cleared when a bind got no answer at all: the loop stops deciding (no bind per pending
         # pod against a dead server) until `probe_api_forever` hears the server again.
         self.api_up = asyncio.Event()
@@ -178,6 +204,7 @@ class SchedulerState:
         self.may_schedule.clear()
         self.reporter.reset()
         self.wakeup.set()
+        self.volumes_changed.fire()
 
     # ----------------------------------------------------------------- Kopf's events
 
@@ -351,11 +378,21 @@ class SchedulerState:
                 self.queue.add(pod)
         self.wakeup.set()
 
+    def backoff_from_now(self, key: str, wake_on: frozenset[str] = frozenset()) -> None:
+        """Back a pod off counting from now, not from when its attempt began: a failure found long
+        after the decision (its volumes not bound in time) must not be retried at once."""
+        entry = self.queue.entry(key)
+        if entry is not None:
+            entry.last_attempt = self._clock()
+        self.queue.backoff(key, wake_on)
+
     def _wake(self, event: str | None = None) -> None:
         """A change that may help waiting pods: `event` (a ClusterEvent or a catalog kind's name)
         wakes those it may help; None wakes them all (a profile changed, the API server is back)."""
         self.queue.wake(event)
         self.wakeup.set()
+        if event is None or event in VOLUME_WAKE:
+            self.volumes_changed.fire()
 
     # ----------------------------------------------------------------- nodes
 

@@ -43,6 +43,10 @@ DEFAULT_FILTERS: tuple[dict[str, Any], ...] = tuple(
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
     )

@@ -182,22 +182,44 @@ class Scheduler:
     def _checks(pod: PodInfo, profile: Profile, cluster: ClusterState) -> tuple[
         Callable[[int, Sequence[PodRecord]], list[str] | None], Callable[[int, Sequence[PodRecord]], bool]
     ]:
-        """The profile's filters on one node with some pods gone, for PostFilter plugins: only the
-        filters evicting pods may satisfy (the others passed the candidates already)."""
+        """The profile's filters on one node with some pods gone, for PostFilter plugins (kube runs
+        them all there, in order): those evicting pods may satisfy with the pods gone, the others
+        once — evictions do not change their answer, but a candidate a resolvable filter rejected
+        first was never put to them (kube's `SelectVictimsOnNode` still is)."""
         dependent = [plugin for plugin in profile.filters if plugin.resolvable]
         one = np.empty(1, dtype=np.int64)
+        static: dict[int, np.ndarray | None] = {}  # the other filters' masks, on first use
+
+        def static_mask(index: int) -> np.ndarray | None:
+            if index not in static:
+                static[index] = profile.filters[index].filter(pod, cluster)
+            return static[index]
+
+        passed: list[np.ndarray | None] = []  # all of them together, on first use
+
+        def static_fits(slot: int) -> bool:
+            if not passed:
+                masks = [static_mask(i) for i, plugin in enumerate(profile.filters) if not plugin.resolvable]
+                masks = [mask for mask in masks if mask is not None]
+                passed.append(np.logical_and.reduce(masks) if masks else None)
+            mask = passed[0]
+            return mask is None or bool(mask[slot])
 
         def check(slot: int, removed: Sequence[PodRecord]) -> list[str] | None:
+            masks = [None if plugin.resolvable else static_mask(i) for i, plugin in enumerate(profile.filters)]
             with cluster.without(removed):
-                for plugin in dependent:
-                    mask = plugin.filter(pod, cluster)
+                for plugin, mask in zip(profile.filters, masks, strict=True):
+                    if plugin.resolvable:
+                        mask = plugin.filter(pod, cluster)
                     if mask is not None and not mask[slot]:
                         one[0] = slot
                         return list(plugin.reason_counts(pod, cluster, one))
             return None
 
         def fits(slot: int, removed: Sequence[PodRecord]) -> bool:
-            return all(plugin.fits_without(pod, cluster, slot, removed) for plugin in dependent)
+            return static_fits(slot) and all(
+                plugin.fits_without(pod, cluster, slot, removed) for plugin in dependent
+            )
 
         return check, fits
 

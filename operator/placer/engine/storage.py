@@ -241,12 +241,6 @@ class StorageClassInfo:
     def provisions(self) -> bool:
         return bool(self.provisioner) and self.provisioner != NOT_SUPPORTED_PROVISIONER
 
-    def admits(self, labels: Mapping[str, str]) -> bool:
-        """kube's `MatchTopologySelectorTerms`: no terms admit every node."""
-        if not self.allowed_topologies:
-            return True
-        return any(all(labels.get(key) in values for key, values in term) for term in self.allowed_topologies)
-
 
 def parse_storage_class(obj: Mapping[str, Any]) -> StorageClassInfo:
     _, name, _ = _meta(obj, "StorageClass", namespaced=False)

@@ -19,11 +19,14 @@ from placer.plugins.node_resources_balanced_allocation import NodeResourcesBalan
 from placer.plugins.node_resources_fit import NodeResourcesFit
 from placer.plugins.node_unschedulable import NodeUnschedulable
 from placer.plugins.node_utilization import NodeUtilization
+from placer.plugins.node_volume_limits import NodeVolumeLimits
 from placer.plugins.pod_topology_spread import PodTopologySpread
 from placer.plugins.prefer_node import PreferNode
 from placer.plugins.spread_by_label import SpreadByLabel
 from placer.plugins.taint_toleration import TaintToleration
 from placer.plugins.volume_binding import VolumeBinding
+from placer.plugins.volume_restrictions import VolumeRestrictions
+from placer.plugins.volume_zone import VolumeZone
 
 REGISTRY: dict[str, type[Plugin]] = {
     plugin.name: plugin
@@ -42,6 +45,9 @@ REGISTRY: dict[str, type[Plugin]] = {
         NodeUtilization,
         PodTopologySpread,
         InterPodAffinity,
+        VolumeRestrictions,
+        NodeVolumeLimits,
+        VolumeZone,
         VolumeBinding,
         DefaultPreemption,
     )

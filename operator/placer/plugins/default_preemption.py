@@ -80,9 +80,11 @@ def start_time(pod: PodInfo) -> float:
     return pod.start_time or math.inf
 
 
-def importance(pod: PodInfo) -> tuple[int, float]:
-    """Sort key, most important first (kube's `MoreImportantPod`): higher priority, earlier start."""
-    return -pod.priority, start_time(pod)
+def importance(pod: PodInfo) -> tuple[int, float, str]:
+    """Sort key, most important first (kube's `MoreImportantPod`): higher priority, earlier start;
+    then namespace/name, where kube's order is arbitrary (a node's pods are a set here: without it
+    the victims of a full tie would change with the process's string hashing)."""
+    return -pod.priority, start_time(pod), pod.key
 
 
 def split_by_budgets(

@@ -48,6 +48,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs, ReservePlugin, StaticCache
 from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm, PodInfo
@@ -97,7 +98,8 @@ class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs]):
         super().__init__(args)
         self._plan_of: tuple[object, ClusterState | None, tuple[int, int], _Plan] | None = None
         self._masks: StaticCache[np.ndarray] = StaticCache()
-        self._by_class: tuple[int, int, dict[str, list[VolumeInfo]]] = (-1, -1, {})
+        # (the catalog itself, not its id: a freed catalog's id may be a new one's)
+        self._by_class: tuple[Catalog | None, int, dict[str, list[VolumeInfo]]] = (None, -1, {})
 
     # ----------------------------------------------------------------- the plan
 
@@ -134,7 +136,8 @@ class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs]):
                 )
             if claim.deleting:
                 return f'persistentvolumeclaim "{claim.name}" is being deleted', [], []
-            if ref.ephemeral and claim.owner_uid != pod.uid:
+            # kube's metav1.IsControlledBy: a claim without a controlling owner is no pod's
+            if ref.ephemeral and (not claim.owner_uid or claim.owner_uid != pod.uid):
                 return (
                     f"PVC {pod.namespace}/{claim.name} was not created for pod {pod.namespace}/{pod.name} "
                     "(pod is not owner)", [], [],
@@ -214,7 +217,12 @@ class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs]):
         if mask is None:
             mask = np.zeros(cluster.size, dtype=bool)
             for term in terms:
-                mask |= term_mask(cluster, term)
+                # kube's CheckNodeAffinity matches a node of labels only (no name): `matchFields`
+                # are ignored, and a term of them alone admits every node
+                if term.expressions:
+                    mask |= term_mask(cluster, NodeSelectorTerm(term.expressions, ()))
+                elif term.fields:
+                    mask[:] = True
             mask = self._masks.put(terms, mask)
         return mask
 
@@ -246,11 +254,11 @@ class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs]):
         catalog = cluster.catalog
         version = catalog.version(VOLUME)
         seen_catalog, seen_version, index = self._by_class
-        if seen_catalog != id(catalog) or seen_version != version:
+        if seen_catalog is not catalog or seen_version != version:
             index = {}
             for _, _, volume in catalog.items(VOLUME):
                 index.setdefault(volume.storage_class, []).append(volume)
-            self._by_class = (id(catalog), version, index)
+            self._by_class = (catalog, version, index)
         return index.get(storage_class, [])
 
     # ----------------------------------------------------------------- filter

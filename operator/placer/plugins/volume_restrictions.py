@@ -17,7 +17,8 @@ exist — `persistentvolumeclaim "NAME" not found`.
 
 The disks in use per node and the pods using each claim are kept incrementally as pods are counted
 and uncounted on nodes (PodTrackers): no cycle scans the pods, and a pod without inline disks or
-claims costs nothing.
+claims costs nothing. Preemption's question (would the pod fit on this node with these pods gone?) is
+answered from the same trackers, on that node alone.
 
 Args: none.
 
@@ -31,11 +32,12 @@ Example profile (the default profile has it as a filter)::
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
 
-from placer.engine.cluster import ClusterState, PodTracker
+from placer.engine.cluster import ClusterState, PodRecord, PodTracker
 from placer.engine.framework import ClusterEvent, CycleMemo, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo
 from placer.engine.storage import ClaimInfo
@@ -86,6 +88,10 @@ class DisksInUse(PodTracker):
             if not on_slot:
                 del self._by_slot[slot]
 
+    def held(self, slot: int, disk: InlineDisk) -> Counter[InlineDisk]:
+        """How many of the pods counted on `slot` mount each variant of `disk` (same plugin and id)."""
+        return self._by_disk.get((disk.plugin, disk.id), {}).get(slot, Counter())
+
     def conflicting_slots(self, disks: tuple[InlineDisk, ...]) -> list[int]:
         """The slots where a counted pod's disk conflicts with one of `disks`."""
         found: list[int] = []
@@ -129,6 +135,10 @@ class ClaimUsers(PodTracker):
             del on_slot[claim, pod]
             if not on_slot:
                 del self._by_slot[slot]
+
+    def users(self, claim: str) -> Counter[str]:
+        """The counted pods (keys) using the claim, with how many times each mounts it."""
+        return self._users.get(claim, Counter())
 
     def used_by_others(self, claim: str, pod: str) -> bool:
         """Whether a counted pod other than `pod` (a pod key) uses the claim."""
@@ -215,3 +225,33 @@ class VolumeRestrictions(FilterPlugin[NoArgs]):
     def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
         missing = bool(pod.volumes.claims) and self._pod_claims(pod, cluster)[0] is not None
         return np.full(len(rejected), not missing, dtype=bool)
+
+    def fits_without(self, pod: PodInfo, cluster: ClusterState, slot: int, removed: Sequence[PodRecord]) -> bool:
+        """Node-local, from the trackers (kube's RemovePod on the PreFilter state): the ReadWriteOncePod
+        claims are free once every other pod using them is among `removed`, and a disk once the
+        pods of `slot` still mounting it do not conflict."""
+        volumes = pod.volumes
+        if not volumes.disks and not volumes.claims:
+            return True
+        reason, keys = self._pod_claims(pod, cluster) if volumes.claims else (None, ())
+        if reason is not None:
+            return False  # a missing claim: no eviction brings it
+        gone = [record.pod for record in removed if cluster.index.get(record.node) == slot]
+        if keys:
+            leaving = {other.key for other in gone} | {pod.key}
+            users = cluster.tracker(ClaimUsers)
+            if any(not set(users.users(key)) <= leaving for key in keys):
+                return False
+        if volumes.disks:
+            disks = cluster.tracker(DisksInUse)
+            for disk in volumes.disks:
+                if disk.plugin not in CHECKED_PLUGINS:
+                    continue
+                held = Counter(disks.held(slot, disk))
+                if not held:
+                    continue
+                for other in gone:
+                    held.subtract(d for d in other.volumes.disks if d.plugin == disk.plugin and d.id == disk.id)
+                if any(count > 0 and disk.conflicts(other) for other, count in held.items()):
+                    return False
+        return True
