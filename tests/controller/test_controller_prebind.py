@@ -346,7 +346,7 @@ async def test_a_write_that_landed_before_its_conflict_counts_as_written(running
     assert state.metrics.volume_binds.get(result="bound") == 1
 
 
-async def test_the_catalog_shows_the_assumption_and_the_feed_the_servers_copy(running: Running) -> None:
+async def test_the_catalog_shows_the_assumption_and_keeps_the_servers_copy(running: Running) -> None:
     state, kube, _ = running
     state.options.volume_bind_timeout = 30.0
     put(state, kube, "persistentvolumes", volume("pv1"))
@@ -356,10 +356,10 @@ async def test_the_catalog_shows_the_assumption_and_the_feed_the_servers_copy(ru
     await until(lambda: kube.writes)
     catalog = state.cluster.catalog
     assert catalog.assumed(PV, "pv1") and catalog.get(PV, "pv1").claim == ("default", "data", "uid-data")
-    assert state.catalog.api_object(PV, "pv1").claim is None
+    assert catalog.server_copy(PV, "pv1").claim is None
     stale = volume("pv1")
     stale["metadata"]["resourceVersion"] = "1"
     observe(state, "persistentvolumes", kube.volumes["pv1"])  # the watch echoes our write at last
     observe(state, "persistentvolumes", stale)  # a stale copy (a resync's LIST) does not go back in time
-    assert state.catalog.api_object(PV, "pv1").claim == ("default", "data", "uid-data")
+    assert catalog.server_copy(PV, "pv1").claim == ("default", "data", "uid-data")
     assert not catalog.assumed(PV, "pv1")

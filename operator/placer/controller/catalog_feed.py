@@ -6,10 +6,8 @@ something new wakes the pods waiting on that kind (the kind's name is the cluste
 nodes and profiles, each object's last resourceVersion is kept, so a resync removes exactly what
 its LIST proves gone.
 
-For claims and volumes the feed also keeps the API server's own copy (`api_object`), which the
-catalog hides while this scheduler assumes a change to it (kube's assume cache `GetAPIPV`/
-`GetAPIPVC`): waiting for a volume binding to complete reads what the server says, not what was
-assumed.
+A copy older than the one already filed (a resync's LIST racing the watch) is ignored, so the
+catalog, and `Catalog.server_copy` behind an assumption, never go back in time.
 """
 
 from __future__ import annotations
@@ -22,10 +20,7 @@ from placer.engine.catalog import Catalog, Kind
 from placer.engine.kinds import KINDS, delete_object
 from placer.engine.objects import ObjectError
 
-__all__ = ["API_COPIES", "CatalogFeed", "object_key"]
-
-#: the kinds whose API server copies are kept apart from the catalog's (possibly assumed) values
-API_COPIES = frozenset({"PersistentVolumeClaim", "PersistentVolume"})
+__all__ = ["CatalogFeed", "object_key"]
 
 logger = logging.getLogger("placer.state")
 
@@ -48,43 +43,29 @@ class CatalogFeed:
         self.kinds = {kind.plural: kind for kind in kinds}
         self._wake = wake
         self._versions: dict[str, dict[str, str]] = {plural: {} for plural in self.kinds}
-        self._api: dict[tuple[str, str, str], Any] = {}  # (kind, namespace, name) -> the server's value
-
-    def api_object(self, kind: str, name: str, namespace: str = "") -> Any | None:
-        """The API server's latest copy of a claim or volume (None: not known), assumed or not."""
-        return self._api.get((kind, namespace, name))
 
     def observe(self, kind: Kind, raw: Mapping[str, Any]) -> None:
         """An added, changed or listed object."""
         key = object_key(kind, raw)
-        self._versions[kind.plural][key] = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        versions = self._versions[kind.plural]
+        if key in versions and _older(version, versions[key]):
+            return  # a resync's LIST older than what the watch already said
+        versions[key] = version
         try:
             value = kind.parse(raw)
         except ObjectError as error:
             logger.warning("%s %s cannot be used: %s", kind.name, key, error)
-            self._forget_api(kind, raw)
             changed = delete_object(self.catalog, kind, raw)
         else:
-            if kind.name in API_COPIES:
-                slot = (kind.name, value.namespace, value.name)
-                known = self._api.get(slot)
-                if known is None or not _older(value.resource_version, known.resource_version):
-                    self._api[slot] = value  # (a resync's LIST may be older than the watch's copy)
             changed = self.catalog.put(kind.name, value.namespace, value.name, value)
         if changed:
             self._wake(kind.name)
 
     def deleted(self, kind: Kind, raw: Mapping[str, Any]) -> None:
         self._versions[kind.plural].pop(object_key(kind, raw), None)
-        self._forget_api(kind, raw)
         if delete_object(self.catalog, kind, raw):
             self._wake(kind.name)
-
-    def _forget_api(self, kind: Kind, raw: Mapping[str, Any]) -> None:
-        if kind.name in API_COPIES:
-            key = object_key(kind, raw)
-            namespace, _, name = key.rpartition("/")
-            self._api.pop((kind.name, namespace, name), None)
 
     def prune(self, kind: Kind, listed: list[Any], list_version: str, gone: Callable[[str, str], bool]) -> None:
         """Remove what a LIST at `list_version` proves gone (absent, last seen no later than it)."""

@@ -29,7 +29,7 @@ from placer.controller.kube import BindOutcome, BindResult
 from placer.controller.prebind import PLUGIN as VOLUME_BINDING
 from placer.controller.prebind import VolumeBinder, VolumeOutcome, VolumeResult
 from placer.controller.state import SchedulerState
-from placer.engine.framework import ClusterEvent, ReservePlugin
+from placer.engine.framework import ClusterEvent
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 from placer.engine.runtime import Decision
@@ -153,16 +153,8 @@ class SchedulingLoop:
         return True
 
     def _forget(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
-        """Undo `Scheduler.assume`: the pod's room on its node and its reservations. When the pod was
-        deleted and a new pod of that name assumed meanwhile, only the reservations are ours to undo."""
+        """Undo `Scheduler.assume`: the pod's room on its node and its reservations."""
         state = self.state
-        record = state.cluster.pods.get(pod.key)
-        if record is not None and record.assumed and pod.uid and record.pod.uid and record.pod.uid != pod.uid:
-            for plugin in reversed(profile.filters):
-                reservation = decision.reservations.pop(plugin.name, None)
-                if reservation is not None and isinstance(plugin, ReservePlugin):
-                    plugin.unreserve(pod, state.cluster, reservation)
-            return
         state.scheduler.forget(pod, decision, profile, state.cluster)
 
     def _observe(self, profile: Profile, result: str, started: float) -> None:
@@ -208,7 +200,7 @@ class SchedulingLoop:
             return
         if not outcome.answered:
             state.api_unreachable(outcome.message)
-        state.backoff_from_now(key, VOLUME_EVENTS)
+        state.queue.backoff(key, VOLUME_EVENTS, from_now=True)
         logger.warning("volumes of %s on %s not bound: %s", key, decision.node, outcome.message)
         state.reporter.failed(pod, profile.scheduler_name, outcome.message, reason="SchedulerError")
 

@@ -17,7 +17,7 @@ what was written (a retried write whose first attempt landed) counts as written.
 
 Then every claim must be *fully bound* (`spec.volumeName` and `pv.kubernetes.io/bind-completed`,
 written by the PV controller), checked as kube's `checkBindings` against the API server's copies the
-watches feed (`CatalogFeed.api_object`), never by polling the API server: the check runs whenever a
+watches feed (`Catalog.server_copy`), never by polling the API server: the check runs whenever a
 claim, volume, the pod or its node changes (`SchedulerState.volumes_changed`), and once a second. It
 fails at once when a provisioner gave up (it removes the annotation: `provisioning failed for PVC
 "NAME"`), a PV's claimRef was reset, a volume does not admit the node, or the node is gone; and
@@ -160,7 +160,7 @@ class VolumeBinder:
         """None when everything was written; else why not."""
         feed = self.state.catalog
         for claim, volume in bindings.static:
-            api: VolumeInfo | None = feed.api_object(VOLUME, volume.name)
+            api: VolumeInfo | None = feed.catalog.server_copy(VOLUME, volume.name)
             if api is not None and claim.uid and api.claim == (claim.namespace, claim.name, claim.uid):
                 continue  # bound to the claim already: kube's Update would change nothing
             patch: dict[str, Any] = {"spec": {"claimRef": claim_reference(claim)}}
@@ -179,7 +179,7 @@ class VolumeBinder:
                 return failure
             logger.debug("volume %s bound to claim %s for pod %s", volume.name, claim.key, pod.key)
         for claim in bindings.dynamic:
-            api_claim: ClaimInfo | None = feed.api_object(CLAIM, claim.name, claim.namespace)
+            api_claim: ClaimInfo | None = feed.catalog.server_copy(CLAIM, claim.name, claim.namespace)
             if api_claim is not None and api_claim.selected_node == bindings.node:
                 continue  # annotated for this node already (by an earlier attempt, or by hand)
             meta = {"annotations": {SELECTED_NODE: bindings.node}}
@@ -296,10 +296,10 @@ class VolumeBinder:
         if slot is None or cluster.node(node) is None:
             raise _CheckFailed(f'failed to get node "{node}": node "{node}" not found')
         for claim, volume in bindings.static:
-            pv: VolumeInfo | None = feed.api_object(VOLUME, volume.name)
+            pv: VolumeInfo | None = feed.catalog.server_copy(VOLUME, volume.name)
             if pv is None:
                 raise _CheckFailed(f'failed to check binding: could not find v1.PersistentVolume "{volume.name}"')
-            pvc: ClaimInfo | None = feed.api_object(CLAIM, claim.name, claim.namespace)
+            pvc: ClaimInfo | None = feed.catalog.server_copy(CLAIM, claim.name, claim.namespace)
             if pvc is None:
                 raise _CheckFailed(f'failed to check binding: could not find v1.PersistentVolumeClaim "{claim.key}"')
             if _older(pv.resource_version, written.get((VOLUME, volume.name), "")):
@@ -310,7 +310,7 @@ class VolumeBinder:
             if not pvc.fully_bound:
                 return False
         for claim in bindings.dynamic:
-            pvc = feed.api_object(CLAIM, claim.name, claim.namespace)
+            pvc = feed.catalog.server_copy(CLAIM, claim.name, claim.namespace)
             if pvc is None:
                 raise _CheckFailed(
                     f'failed to check provisioning pvc: could not find v1.PersistentVolumeClaim "{claim.key}"')
@@ -319,7 +319,7 @@ class VolumeBinder:
             if pvc.selected_node != node:  # a provisioner that gives up removes it, for a retry
                 raise _CheckFailed(f'provisioning failed for PVC "{pvc.name}"')
             if pvc.volume_name:
-                pv = feed.api_object(VOLUME, pvc.volume_name)
+                pv = feed.catalog.server_copy(VOLUME, pvc.volume_name)
                 if pv is None:
                     return False  # not seen yet (or deleted: the claim is unbound then)
                 self._check_affinity(pv, node, slot)

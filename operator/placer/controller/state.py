@@ -378,14 +378,6 @@ class SchedulerState:
                 self.queue.add(pod)
         self.wakeup.set()
 
-    def backoff_from_now(self, key: str, wake_on: frozenset[str] = frozenset()) -> None:
-        """Back a pod off counting from now, not from when its attempt began: a failure found long
-        after the decision (its volumes not bound in time) must not be retried at once."""
-        entry = self.queue.entry(key)
-        if entry is not None:
-            entry.last_attempt = self._clock()
-        self.queue.backoff(key, wake_on)
-
     def _wake(self, event: str | None = None) -> None:
         """A change that may help waiting pods: `event` (a ClusterEvent or a catalog kind's name)
         wakes those it may help; None wakes them all (a profile changed, the API server is back)."""

@@ -115,6 +115,12 @@ class Catalog:
     def assumed(self, kind: str, name: str, namespace: str = "") -> bool:
         return (kind, namespace, name) in self._assumed
 
+    def server_copy(self, kind: str, name: str, namespace: str = "") -> Any | None:
+        """What the API server last said of an object, assumed or not (kube's `GetAPIPV`/`GetAPIPVC`):
+        waiting for a binding to complete reads this, not the assumption."""
+        base = self._assumed.get((kind, namespace, name))
+        return base if base is not None else self.get(kind, name, namespace)
+
     def get(self, kind: str, name: str, namespace: str = "") -> Any | None:
         return self._objects.get(kind, {}).get(namespace, {}).get(name)
 

@@ -437,11 +437,15 @@ class ClusterState:
         """Count a pod on a node before the API server has confirmed its binding."""
         self._record(PodRecord(pod, node_name, assumed=True))
 
-    def forget(self, key: str) -> None:
-        """Undo an assumption whose binding failed; a confirmed pod is left alone."""
+    def forget(self, key: str, pod: PodInfo | None = None) -> None:
+        """Undo an assumption whose binding failed; a confirmed pod is left alone, and so is another
+        pod of that name (`pod` given: a pod re-created meanwhile, of another uid, assumed since)."""
         record = self.pods.get(key)
-        if record is not None and record.assumed:
-            self.remove_pod(key)
+        if record is None or not record.assumed:
+            return
+        if pod is not None and pod.uid and record.pod.uid and record.pod.uid != pod.uid:
+            return
+        self.remove_pod(key)
 
     def is_assumed(self, key: str) -> bool:
         record = self.pods.get(key)

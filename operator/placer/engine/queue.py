@@ -111,12 +111,15 @@ class SchedulingQueue:
                 return entry.pod
         return None
 
-    def backoff(self, key: str, wake_on: frozenset[str] = frozenset()) -> float | None:
+    def backoff(self, key: str, wake_on: frozenset[str] = frozenset(), from_now: bool = False) -> float | None:
         """After a failed attempt: wait 1 s doubling to 10 s, or until one of the `wake_on` events
-        (empty: any event); returns the delay."""
+        (empty: any event); returns the delay. Counted from the attempt, or `from_now` for a failure
+        found long after it (volumes not bound in time): that pod must not be retried at once."""
         entry = self._entries.get(key)
         if entry is None:
             return None
+        if from_now:
+            entry.last_attempt = self._clock()
         delay = min(self.initial_backoff * 2 ** max(entry.attempts - 1, 0), self.max_backoff)
         self._uninterest(entry)
         entry.wake_on = wake_on

@@ -264,12 +264,13 @@ class Scheduler:
 
     @staticmethod
     def forget(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
-        """Undo `assume`: the binding failed."""
+        """Undo `assume`: the binding failed. (A pod of that name re-created and assumed meanwhile
+        keeps its room: only this pod's reservations are undone then.)"""
         for plugin in reversed(profile.filters):
             reservation = decision.reservations.pop(plugin.name, None)
             if reservation is not None and isinstance(plugin, ReservePlugin):
                 plugin.unreserve(pod, cluster, reservation)
-        cluster.forget(pod.key)
+        cluster.forget(pod.key, pod)
 
     def _nodes_to_score(
         self, feasible: np.ndarray, profile: Profile, cluster: ClusterState, all_nodes: int, pod: PodInfo
