@@ -1,11 +1,13 @@
 """Generate the bundled sample cluster for `placer simulate`.
 
-Writes ``cluster.yaml`` (what ``kubectl get namespaces,nodes,pods,services,replicasets -A -o yaml``
-would print, followed by ``metrics.k8s.io`` NodeMetrics documents) and ``profiles/all.yaml`` (every
-example profile in one file). The output is deterministic: a fixed seed, fixed timestamps and
-sorted keys, so the checked-in files can be compared with a fresh run
-(``tests/test_examples_shape.py`` does). The Namespaces and the HA workload come from an RNG of
-their own, drawn after everything else, so that the objects generated before them did not change.
+Writes ``cluster.yaml`` (what ``kubectl get namespaces,nodes,pods,services,replicasets,
+statefulsets,persistentvolumeclaims,persistentvolumes,storageclasses,csinodes,poddisruptionbudgets,
+priorityclasses -A -o yaml`` would print, followed by ``metrics.k8s.io`` NodeMetrics documents) and
+``profiles/all.yaml`` (the example profiles in one file, priority.yaml aside). The output is
+deterministic: a fixed seed, fixed timestamps and sorted keys, so the checked-in files can be
+compared with a fresh run (``tests/test_examples_shape.py`` does). The Namespaces, the HA workload
+and the volumes and priority recipes come from RNGs of their own, drawn after everything else, so
+that the objects generated before them did not change.
 
     python examples/generate_cluster.py             # writes next to this script
     python examples/generate_cluster.py --out DIR   # writes DIR/cluster.yaml, DIR/profiles/all.yaml
@@ -29,6 +31,10 @@ import yaml
 HERE = Path(__file__).resolve().parent
 PROFILES_DIR = HERE / "profiles"
 ALL_PROFILES = "all.yaml"
+# Left out of all.yaml: priority.yaml preempts, evicting running pods of the sample, and a run of
+# all.yaml places every other pending pod without evicting any (so each placement can be checked
+# against the capacity the file shows). Run it alone, or add `--profile examples/profiles/priority.yaml`.
+NOT_IN_ALL = frozenset({"priority.yaml"})
 
 SEED = 20250310
 NOW = datetime(2025, 3, 10, 10, 0, 0, tzinfo=UTC)  # "now": metrics timestamp, newest pod
@@ -145,6 +151,10 @@ class NodeState:
 
 def ts(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_ts(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def new_uid(rng: random.Random) -> str:
@@ -968,7 +978,8 @@ def make_node_metrics(
 # above are exactly what they were before these objects were added.
 # --------------------------------------------------------------------------------------------
 
-# Every namespace the sample uses, and `default`; the API server adds kubernetes.io/metadata.name.
+# Every namespace the sample used before the recipes (NEW_NAMESPACES has theirs), and `default`;
+# the API server adds kubernetes.io/metadata.name.
 NAMESPACE_LABELS: dict[str, dict[str, str]] = {
     "batch": {"team": "data", "env": "prod"},
     "default": {},
@@ -1159,6 +1170,622 @@ def make_ha_workload(
 
 
 # --------------------------------------------------------------------------------------------
+# Volumes (namespace `data`) and priority (namespace `batch`)
+#
+# Like the HA workload, each recipe draws from an RNG of its own, after everything above, so that
+# the objects above are exactly what they were before these were added.
+# --------------------------------------------------------------------------------------------
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+REGION_KEY = "topology.kubernetes.io/region"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+# Namespaces the recipes added, with labels besides kubernetes.io/metadata.name, and when.
+NEW_NAMESPACES: dict[str, tuple[dict[str, str], datetime]] = {
+    "data": ({"team": "data", "env": "prod"}, NOW - timedelta(days=21)),
+}
+
+# The volumes recipe (examples/profiles/stateful.yaml), in namespace `data`: the `redis`
+# StatefulSet, 2 replicas running and the third pending again (its node is gone; its zonal disk, a
+# Bound claim and PV, stays in its zone); the new `postgres` StatefulSet, whose 3 pending replicas'
+# claims `data-postgres-N` wait for their first consumer; and 2 pending jobs whose claims are not
+# usable (one missing, one Immediate and unbound). All of them for stateful-scheduler.
+DATA_NAMESPACE = "data"
+STATEFUL_SCHEDULER = "stateful-scheduler"
+LOCAL_CLASS = "local-ssd"  # kubernetes.io/no-provisioner: local PVs only
+ZONAL_CLASS = "zonal-disk"  # a CSI driver provisions it, in ZONAL_ZONES only; the default class
+SHARED_CLASS = "shared-files"  # Immediate
+ZONAL_DRIVER = "disk.csi.example.com"
+SHARED_DRIVER = "files.csi.example.com"
+ZONAL_ZONES = ("zone-b", "zone-c")
+# Free local SSDs, each an Available `local-ssd` PV pinned to its node: (node, size, path).
+LOCAL_VOLUMES = (
+    ("large-07", "200Gi", "/mnt/disks/ssd0"),
+    ("large-08", "50Gi", "/mnt/disks/ssd0"),
+    ("large-08", "100Gi", "/mnt/disks/ssd1"),
+    ("large-12", "100Gi", "/mnt/disks/ssd0"),
+)
+# Where each redis replica's disk was provisioned (zone, node) and the node it runs on (None: pending).
+# The two running replicas are on nodes nothing else can use now (one cordoned, one NotReady), so
+# they leave every other placement of the sample as it was; medium-17, redis-2's old node, is gone.
+REDIS_REPLICAS = (("zone-b", "large-11", "large-11"), ("zone-c", "small-12", "small-12"), ("zone-b", "medium-17", None))
+REDIS_CREATED = NOW - timedelta(days=12, hours=5)
+REDIS_RECREATED = NOW - timedelta(seconds=14)  # redis-2: after the checkout replicas, before postgres
+# CSINodes: the zonal disk's driver runs where its class provisions (ZONAL_ZONES), and each node
+# attaches at most this many of its disks, by instance type. Nodes without a CSINode have no limit.
+VOLUME_LIMITS_BY_TYPE = {"std-4x16": 4, "std-8x32": 8, "std-16x64": 16, "std-32x128": 24, "gpu-32x128-4g": 8}
+POSTGRES_REPLICAS = 3
+POSTGRES_CLAIM_SIZE = "100Gi"
+# The claim of each replica: 0 and 1 were created by the StatefulSet from its template (local-ssd);
+# data-postgres-2 was created ahead of it with the zonal class (there is no third large local SSD).
+POSTGRES_CLAIM_CLASSES = (LOCAL_CLASS, LOCAL_CLASS, ZONAL_CLASS)
+POSTGRES_CREATED = NOW - timedelta(days=1)  # the StatefulSet, its Service and the claims
+POSTGRES_PODS_CREATED = NOW - timedelta(seconds=12)  # after the checkout replicas and redis-2: last
+MISSING_CLAIM = "pg-backups"  # the backup job's claim: never created
+IMMEDIATE_CLAIM = "shared-reports"  # Immediate, its provisioner has not answered: unbound
+
+# The priority recipe (examples/profiles/priority.yaml). Low-priority batch jobs fill the two spot
+# nodes; a PodDisruptionBudget covers the `backfill` ones; two `ingest` jobs of PriorityClass `high`
+# must run there and preempt, and one `replay` job of `high-nonpreempting` may not.
+PRIORITY_SCHEDULER = "priority-scheduler"
+PRIORITY_NODES = ("medium-15", "medium-16")  # the spot nodes (zone-c, zone-a)
+# PriorityClasses: name -> (value, preemptionPolicy, description). `standard` and `high` are the
+# classes the sample's pods with priority 100 and 1000 already name; none is globalDefault, so a pod
+# without a class keeps priority 0.
+PRIORITY_CLASS_VALUES: dict[str, tuple[int, str, str]] = {
+    "high": (1000, "PreemptLowerPriority", "Urgent work: may preempt lower-priority pods."),
+    "high-nonpreempting": (1000, "Never", "Urgent work that waits rather than preempt."),
+    "low": (0, "PreemptLowerPriority", "Batch work that others may preempt."),
+    "standard": (100, "PreemptLowerPriority", "Services."),
+    "system-cluster-critical": (
+        2_000_000_000,
+        "PreemptLowerPriority",
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+    "system-node-critical": (
+        2_000_001_000,
+        "PreemptLowerPriority",
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+}
+# The jobs on each spot node, in start order: (app, cpu, memory). With the pods already there
+# (medium-15: coredns 100m and a cache 250m; medium-16: a checkout pod 100m) each node has 60m of
+# CPU left. `backfill` jobs (the PDB's) started last, so without the budget they would be the
+# first victims.
+LOW_JOBS = {
+    "medium-15": [("adhoc", "1500m", "2Gi")] * 3 + [("backfill", "1500m", "3Gi")] * 2,
+    "medium-16": [("adhoc", "1500m", "2Gi")] * 3 + [("backfill", "1500m", "3Gi"), ("backfill", "1750m", "3Gi")],
+}
+LOW_STARTED = NOW - timedelta(hours=5)  # the first job (medium-15 first); the next ones every 20 minutes
+# The pending jobs: (app, priorityClassName), created 90 s before the snapshot, 1 s apart.
+URGENT_JOBS = (("ingest", "high"), ("ingest", "high"), ("replay", "high-nonpreempting"))
+URGENT_CREATED = NOW - timedelta(seconds=90)
+URGENT_RESOURCES: Manifest = {"requests": {"cpu": "3", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
+
+
+@dataclass
+class Workload:
+    """Objects of one recipe, by kind."""
+
+    pods: list[Manifest] = field(default_factory=list)
+    services: list[Manifest] = field(default_factory=list)
+    statefulsets: list[Manifest] = field(default_factory=list)
+    claims: list[Manifest] = field(default_factory=list)
+    volumes: list[Manifest] = field(default_factory=list)
+    storage_classes: list[Manifest] = field(default_factory=list)
+    csinodes: list[Manifest] = field(default_factory=list)
+    budgets: list[Manifest] = field(default_factory=list)
+    priority_classes: list[Manifest] = field(default_factory=list)
+
+    def extend(self, other: Workload) -> None:
+        for name in self.__dataclass_fields__:
+            getattr(self, name).extend(getattr(other, name))
+
+
+def make_new_namespaces(rng: random.Random) -> list[Manifest]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "uid": new_uid(rng),
+                "resourceVersion": str(rng.randint(100, 99_999)),
+                "creationTimestamp": ts(created),
+                "labels": {"kubernetes.io/metadata.name": name, **labels},
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }
+        for name, (labels, created) in sorted(NEW_NAMESPACES.items())
+    ]
+
+
+def _object_meta(rng: random.Random, name: str, created: datetime, namespace: str | None = None) -> Manifest:
+    meta: Manifest = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["uid"] = new_uid(rng)
+    meta["resourceVersion"] = str(rng.randint(100_000, 999_999))
+    meta["creationTimestamp"] = ts(created)
+    return meta
+
+
+def _zone_term(*zones: str) -> Manifest:
+    return {"matchExpressions": [_requirement(ZONE_KEY, "In", *zones)]}
+
+
+def make_storage_classes(rng: random.Random) -> list[Manifest]:
+    created = NOW - timedelta(days=30)
+
+    def storage_class(name: str, provisioner: str, mode: str, **extra: Any) -> Manifest:
+        return {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": _object_meta(rng, name, created),
+            "provisioner": provisioner,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": mode,
+            **extra,
+        }
+
+    local = storage_class(LOCAL_CLASS, "kubernetes.io/no-provisioner", "WaitForFirstConsumer")
+    shared = storage_class(
+        SHARED_CLASS, SHARED_DRIVER, "Immediate", allowVolumeExpansion=True, parameters={"protocol": "nfs4"}
+    )
+    zonal = storage_class(
+        ZONAL_CLASS,
+        ZONAL_DRIVER,
+        "WaitForFirstConsumer",
+        allowVolumeExpansion=True,
+        parameters={"csi.storage.k8s.io/fstype": "ext4", "type": "ssd"},
+        allowedTopologies=[{"matchLabelExpressions": [{"key": ZONE_KEY, "values": list(ZONAL_ZONES)}]}],
+    )
+    zonal["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
+    return [local, shared, zonal]
+
+
+def make_claim(
+    rng: random.Random,
+    name: str,
+    storage_class: str,
+    size: str,
+    created: datetime,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Manifest:
+    meta = _object_meta(rng, name, created, DATA_NAMESPACE)
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    meta["finalizers"] = ["kubernetes.io/pvc-protection"]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta,
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": size}},
+            "storageClassName": storage_class,
+            "volumeMode": "Filesystem",
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def bind_zonal_claim(rng: random.Random, claim: Manifest, zone: str, node: str, created: datetime) -> Manifest:
+    """Bind `claim` (in place) to a disk the zonal class's driver provisioned in `zone` for a pod on
+    `node`; the PV."""
+    meta, spec = claim["metadata"], claim["spec"]
+    name = f"pvc-{meta['uid']}"
+    size = spec["resources"]["requests"]["storage"]
+    meta["annotations"] = {
+        "pv.kubernetes.io/bind-completed": "yes",
+        "pv.kubernetes.io/bound-by-controller": "yes",
+        "volume.beta.kubernetes.io/storage-provisioner": ZONAL_DRIVER,
+        "volume.kubernetes.io/selected-node": node,
+        "volume.kubernetes.io/storage-provisioner": ZONAL_DRIVER,
+    }
+    spec["volumeName"] = name
+    claim["status"] = {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": size}, "phase": "Bound"}
+    volume_meta = _object_meta(rng, name, created + timedelta(seconds=4))
+    volume_meta["annotations"] = {"pv.kubernetes.io/provisioned-by": ZONAL_DRIVER}
+    volume_meta["finalizers"] = ["external-attacher/disk-csi-example-com", "kubernetes.io/pv-protection"]
+    volume_meta["labels"] = {REGION_KEY: REGION, ZONE_KEY: zone}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": volume_meta,
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "capacity": {"storage": size},
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "resourceVersion": meta["resourceVersion"],
+                "uid": meta["uid"],
+            },
+            "csi": {
+                "driver": ZONAL_DRIVER,
+                "fsType": "ext4",
+                "volumeAttributes": {"storage.kubernetes.io/csiProvisionerIdentity": "1741000000000-ssd"},
+                "volumeHandle": f"projects/example/zones/{zone}/disks/{name}",
+            },
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [_zone_term(zone)]}},
+            "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": ZONAL_CLASS,
+            "volumeMode": "Filesystem",
+        },
+        "status": {"phase": "Bound"},
+    }
+
+
+def make_local_volume(rng: random.Random, node: str, size: str, path: str) -> Manifest:
+    """A local SSD as the local static provisioner publishes it: Available, pinned to its node."""
+    digest = hashlib.sha256(f"{node}:{path}".encode()).hexdigest()[:8]
+    meta = _object_meta(rng, f"local-pv-{digest}", NOW - timedelta(days=29, minutes=rng.randint(1, 600)))
+    meta["annotations"] = {"pv.kubernetes.io/provisioned-by": f"local-volume-provisioner-{node}"}
+    meta["finalizers"] = ["kubernetes.io/pv-protection"]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": meta,
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "capacity": {"storage": size},
+            "local": {"path": path},
+            "nodeAffinity": {
+                "required": {"nodeSelectorTerms": [{"matchExpressions": [_requirement(HOSTNAME_KEY, "In", node)]}]}
+            },
+            "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": LOCAL_CLASS,
+            "volumeMode": "Filesystem",
+        },
+        "status": {"phase": "Available"},
+    }
+
+
+def make_csinodes(rng: random.Random, node_manifests: list[Manifest]) -> list[Manifest]:
+    """A CSINode for every node in ZONAL_ZONES: the zonal disk's driver with its attach limit, and
+    the shared files' driver (no limit)."""
+    csinodes = []
+    for node in node_manifests:
+        labels = node["metadata"]["labels"]
+        if labels[ZONE_KEY] not in ZONAL_ZONES:
+            continue
+        name = node["metadata"]["name"]
+        meta = _object_meta(rng, name, parse_ts(node["metadata"]["creationTimestamp"]) + timedelta(minutes=2))
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]
+        count = VOLUME_LIMITS_BY_TYPE[labels["node.kubernetes.io/instance-type"]]
+        drivers = [
+            {"allocatable": {"count": count}, "name": ZONAL_DRIVER, "nodeID": name, "topologyKeys": [ZONE_KEY]},
+            {"name": SHARED_DRIVER, "nodeID": name},
+        ]
+        csinode = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": meta, "spec": {"drivers": drivers}}
+        csinodes.append(csinode)
+    return csinodes
+
+
+def headless_service(rng: random.Random, app: App, port: int, created: datetime) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {**_object_meta(rng, app.name, created, app.namespace), "labels": {"app": app.name}},
+        "spec": {
+            "clusterIP": "None",
+            "clusterIPs": ["None"],
+            "internalTrafficPolicy": "Cluster",
+            "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "ports": [{"name": app.name, "port": port, "protocol": "TCP", "targetPort": port}],
+            "publishNotReadyAddresses": True,
+            "selector": {"app": app.name},
+            "sessionAffinity": "None",
+            "type": "ClusterIP",
+        },
+        "status": {"loadBalancer": {}},
+    }
+
+
+@dataclass
+class StatefulSetPlan:
+    app: App
+    replicas: int
+    created: datetime
+    claim_class: str
+    claim_size: str
+    mount_path: str
+    resources: Manifest
+    port: int
+    ready: int
+    uid: str = ""
+    revision: str = ""
+
+
+def statefulset_pod(plan: PodPlan, stateful: StatefulSetPlan, ordinal: int, pod_index: int) -> Manifest:
+    """Render a replica of `stateful`: its name, labels, owner, hostname and claim."""
+    name = f"{stateful.app.name}-{ordinal}"
+    plan.name = name
+    plan.labels = {
+        "app": stateful.app.name,
+        "apps.kubernetes.io/pod-index": str(ordinal),
+        "controller-revision-hash": f"{stateful.app.name}-{stateful.revision}",
+        "statefulset.kubernetes.io/pod-name": name,
+    }
+    plan.owner = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": stateful.app.name,
+        "uid": stateful.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    main = container(stateful.app.name, stateful.app.image, copy.deepcopy(stateful.resources))
+    main["ports"] = [{"containerPort": stateful.port, "name": stateful.app.name, "protocol": "TCP"}]
+    main["volumeMounts"] = [{"mountPath": stateful.mount_path, "name": "data"}]
+    plan.containers = [main]
+    plan.priority = 0
+    pod = render_pod(plan, pod_index)
+    pod["spec"]["hostname"] = name
+    pod["spec"]["subdomain"] = stateful.app.name
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{name}"}}]
+    return pod
+
+
+def make_statefulset(rng: random.Random, stateful: StatefulSetPlan, template: Manifest) -> Manifest:
+    """The StatefulSet whose pod template `template` (a rendered replica) follows."""
+    spec = copy.deepcopy(template["spec"])
+    for key in ("priority", "tolerations", "nodeName", "hostname", "subdomain", "volumes"):
+        spec.pop(key, None)
+    labels = {"app": stateful.app.name}
+    meta = _object_meta(rng, stateful.app.name, stateful.created, stateful.app.namespace)
+    meta["uid"] = stateful.uid
+    meta["generation"] = 1
+    meta["labels"] = dict(labels)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta,
+        "spec": {
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "podManagementPolicy": "Parallel",
+            "replicas": stateful.replicas,
+            "revisionHistoryLimit": 10,
+            "selector": {"matchLabels": dict(labels)},
+            "serviceName": stateful.app.name,
+            "template": {"metadata": {"labels": dict(labels)}, "spec": spec},
+            "updateStrategy": {"rollingUpdate": {"partition": 0}, "type": "RollingUpdate"},
+            "volumeClaimTemplates": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": stateful.claim_size}},
+                        "storageClassName": stateful.claim_class,
+                        "volumeMode": "Filesystem",
+                    },
+                }
+            ],
+        },
+        "status": {
+            "availableReplicas": stateful.ready,
+            "collisionCount": 0,
+            "currentReplicas": stateful.replicas,
+            "currentRevision": f"{stateful.app.name}-{stateful.revision}",
+            "observedGeneration": 1,
+            "readyReplicas": stateful.ready,
+            "replicas": stateful.replicas,
+            "updateRevision": f"{stateful.app.name}-{stateful.revision}",
+            "updatedReplicas": stateful.replicas,
+        },
+    }
+
+
+def make_volumes_workload(
+    rng: random.Random, nodes: dict[str, NodeState], node_manifests: list[Manifest], first_index: int
+) -> Workload:
+    """The volumes recipe; its pods are rendered from `first_index` on."""
+    work = Workload()
+    names = Names(rng)
+    index = first_index
+    work.storage_classes = make_storage_classes(rng)
+    work.volumes = [make_local_volume(rng, node, size, path) for node, size, path in LOCAL_VOLUMES]
+    work.csinodes = make_csinodes(rng, node_manifests)
+
+    # redis: 3 replicas, each on its zonal disk; 2 running, the third pending again
+    redis = StatefulSetPlan(
+        App("redis", DATA_NAMESPACE, "registry.example/redis:7.2"),
+        replicas=len(REDIS_REPLICAS),
+        created=REDIS_CREATED,
+        claim_class=ZONAL_CLASS,
+        claim_size="20Gi",
+        mount_path="/data",
+        resources={"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+        port=6379,
+        ready=sum(1 for *_, running in REDIS_REPLICAS if running),
+        uid=new_uid(rng),
+        revision=names._token(10),
+    )
+    for ordinal, (zone, first_node, node_name) in enumerate(REDIS_REPLICAS):
+        created = REDIS_CREATED + timedelta(seconds=5 + 40 * ordinal)
+        claim = make_claim(rng, f"data-redis-{ordinal}", ZONAL_CLASS, redis.claim_size, created, {"app": "redis"})
+        work.volumes.append(bind_zonal_claim(rng, claim, zone, first_node, created))
+        work.claims.append(claim)
+        plan = new_plan(rng, names, redis.app, STATEFUL_SCHEDULER, created if node_name else REDIS_RECREATED)
+        if node_name is not None:
+            node = nodes[node_name]
+            assert node.zone == zone, node_name
+            statefulset_pod(plan, redis, ordinal, 0)  # sets the containers, for their requests
+            cpu_m, memory_ki, gpus = plan_requests(plan)
+            assert node.fits(cpu_m, memory_ki, gpus), node.name
+            node.take(cpu_m, memory_ki, gpus)
+            plan.node = node
+            plan.phase = "Running"
+        work.pods.append(statefulset_pod(plan, redis, ordinal, index))
+        index += 1
+    work.statefulsets.append(make_statefulset(rng, redis, work.pods[-1]))
+    work.services.append(headless_service(rng, redis.app, redis.port, REDIS_CREATED))
+
+    # postgres: 3 replicas pending, their claims waiting for them
+    postgres = StatefulSetPlan(
+        App("postgres", DATA_NAMESPACE, "registry.example/postgres:16.2"),
+        replicas=POSTGRES_REPLICAS,
+        created=POSTGRES_CREATED,
+        claim_class=LOCAL_CLASS,
+        claim_size=POSTGRES_CLAIM_SIZE,
+        mount_path="/var/lib/postgresql/data",
+        resources={"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
+        port=5432,
+        ready=0,
+        uid=new_uid(rng),
+        revision=names._token(10),
+    )
+    for ordinal, claim_class in enumerate(POSTGRES_CLAIM_CLASSES):
+        early = claim_class != postgres.claim_class  # created by hand before the StatefulSet
+        created = POSTGRES_CREATED + (timedelta(minutes=-20) if early else timedelta(seconds=1 + ordinal))
+        work.claims.append(
+            make_claim(rng, f"data-postgres-{ordinal}", claim_class, POSTGRES_CLAIM_SIZE, created, {"app": "postgres"})
+        )
+    for ordinal in range(POSTGRES_REPLICAS):
+        plan = new_plan(rng, names, postgres.app, STATEFUL_SCHEDULER, POSTGRES_PODS_CREATED)
+        work.pods.append(statefulset_pod(plan, postgres, ordinal, index))
+        index += 1
+    work.statefulsets.append(make_statefulset(rng, postgres, work.pods[-1]))
+    work.services.append(headless_service(rng, postgres.app, postgres.port, POSTGRES_CREATED))
+
+    # the nightly backup job, whose claim was never created, and a report job on shared files
+    for app, claim_name, mount in (
+        (App("pg-backup", DATA_NAMESPACE, "registry.example/tools:1.0", "OnFailure"), MISSING_CLAIM, "/backups"),
+        (App("report-export", DATA_NAMESPACE, "registry.example/report:2.2", "OnFailure"), IMMEDIATE_CLAIM, "/reports"),
+    ):
+        resources = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+        plan = new_plan(rng, names, app, STATEFUL_SCHEDULER, POSTGRES_PODS_CREATED + timedelta(seconds=1), resources)
+        plan.labels = {"app": app.name}
+        plan.priority = 0
+        plan.containers[0]["volumeMounts"] = [{"mountPath": mount, "name": "output"}]
+        pod = render_pod(plan, index)
+        pod["spec"]["volumes"] = [{"name": "output", "persistentVolumeClaim": {"claimName": claim_name}}]
+        work.pods.append(pod)
+        index += 1
+    work.claims.append(
+        make_claim(
+            rng,
+            IMMEDIATE_CLAIM,
+            SHARED_CLASS,
+            "10Gi",
+            NOW - timedelta(minutes=3),
+            {"app": "report-export"},
+            {"volume.beta.kubernetes.io/storage-provisioner": SHARED_DRIVER,
+             "volume.kubernetes.io/storage-provisioner": SHARED_DRIVER},
+        )
+    )
+    return work
+
+
+def make_priority_class(rng: random.Random, name: str) -> Manifest:
+    value, policy, description = PRIORITY_CLASS_VALUES[name]
+    created = NOW - timedelta(days=40 if name.startswith("system-") else 30)
+    manifest: Manifest = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": _object_meta(rng, name, created),
+        "value": value,
+        "preemptionPolicy": policy,
+        "description": description,
+    }
+    return manifest
+
+
+def make_priority_workload(rng: random.Random, nodes: dict[str, NodeState], first_index: int) -> Workload:
+    """The priority recipe; its pods are rendered from `first_index` on."""
+    work = Workload()
+    names = Names(rng)
+    index = first_index
+    work.priority_classes = [make_priority_class(rng, name) for name in sorted(PRIORITY_CLASS_VALUES)]
+    apps = {
+        name: App(name, "batch", "registry.example/etl:0.14", "OnFailure")
+        for name in ("adhoc", "backfill", "ingest", "replay")
+    }
+    started = LOW_STARTED
+    plans: list[tuple[PodPlan, str]] = []  # and the PriorityClass each names
+    for node_name in PRIORITY_NODES:
+        node = nodes[node_name]
+        for app_name, cpu, memory in LOW_JOBS[node_name]:
+            resources = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
+            plan = new_plan(rng, names, apps[app_name], "default-scheduler", started - timedelta(seconds=2), resources)
+            plan.labels = {"app": app_name}
+            plan.priority = 0
+            plan.tolerations.append(dict(SPOT_TOLERATION))
+            cpu_m, memory_ki, gpus = plan_requests(plan)
+            assert node.fits(cpu_m, memory_ki, gpus), node.name
+            node.take(cpu_m, memory_ki, gpus)
+            plan.node = node
+            plan.phase = "Running"
+            plans.append((plan, "low"))
+            started += timedelta(minutes=20)
+    for i, (app_name, class_name) in enumerate(URGENT_JOBS):
+        plan = new_plan(
+            rng, names, apps[app_name], PRIORITY_SCHEDULER, URGENT_CREATED + timedelta(seconds=i),
+            copy.deepcopy(URGENT_RESOURCES),
+        )
+        plan.labels = {"app": app_name}
+        plan.tolerations.append(dict(SPOT_TOLERATION))
+        plan.affinity = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [_requirement(HOSTNAME_KEY, "In", *PRIORITY_NODES)]}
+                    ]
+                }
+            }
+        }
+        plans.append((plan, class_name))
+    for plan, class_name in plans:
+        pod = render_pod(plan, index)
+        index += 1
+        spec = pod["spec"]
+        spec["priorityClassName"] = class_name
+        if plan.node is None:  # as written, not yet admitted: the API server sets priority and policy
+            del spec["priority"], spec["preemptionPolicy"]
+        work.pods.append(pod)
+
+    backfill = [p for p in work.pods if p["metadata"]["labels"]["app"] == "backfill"]
+    budget_meta = _object_meta(rng, "backfill", LOW_STARTED - timedelta(days=3), "batch")
+    budget_meta["generation"] = 1
+    work.budgets.append(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": budget_meta,
+            "spec": {"minAvailable": len(backfill), "selector": {"matchLabels": {"app": "backfill"}}},
+            "status": {
+                "conditions": [
+                    {
+                        "lastTransitionTime": max(p["status"]["startTime"] for p in backfill),
+                        "message": "",
+                        "observedGeneration": 1,
+                        "reason": "InsufficientPods",
+                        "status": "False",
+                        "type": "DisruptionAllowed",
+                    }
+                ],
+                "currentHealthy": len(backfill),
+                "desiredHealthy": len(backfill),
+                "disruptionsAllowed": 0,
+                "expectedPods": len(backfill),
+                "observedGeneration": 1,
+            },
+        }
+    )
+    return work
+
+
+# --------------------------------------------------------------------------------------------
 # Output
 # --------------------------------------------------------------------------------------------
 
@@ -1169,8 +1796,8 @@ def _listed(manifest: Manifest) -> tuple[str, str]:
 
 
 def build_cluster(seed: int = SEED) -> list[Manifest]:
-    """The YAML documents of cluster.yaml: one v1 List of namespaces, nodes, pods, services and
-    replicasets, then NodeMetrics."""
+    """The YAML documents of cluster.yaml: one v1 List of every object, kind by kind, then
+    NodeMetrics."""
     rng = random.Random(seed)
     node_manifests, nodes = make_nodes(rng)
     names = Names(rng)
@@ -1179,16 +1806,34 @@ def build_cluster(seed: int = SEED) -> list[Manifest]:
     pods = [render_pod(plan, i) for i, plan in enumerate(plans)]
     node_metrics = make_node_metrics(rng, nodes, node_manifests)
 
-    # Everything below draws from its own RNG (see "Namespaces and the HA workload").
+    # Everything below draws from RNGs of its own (see "Namespaces and the HA workload").
     ha_rng = random.Random(f"{seed}/ha")
     ha = make_ha_workload(ha_rng, nodes, first_index=len(pods))
-    pods = sorted(pods + ha.pods, key=_listed)
+    pods = pods + ha.pods
     namespaces = make_namespaces(ha_rng, (pod["metadata"]["namespace"] for pod in pods))
+    # (see "Volumes (namespace `data`) and priority (namespace `batch`)")
+    namespaces += make_new_namespaces(random.Random(f"{seed}/namespaces"))
+    recipes = Workload(services=ha.services)
+    recipes.extend(make_volumes_workload(random.Random(f"{seed}/volumes"), nodes, node_manifests, len(pods)))
+    recipes.extend(make_priority_workload(random.Random(f"{seed}/priority"), nodes, len(pods) + len(recipes.pods)))
     listing = {
         "apiVersion": "v1",
         "kind": "List",
         "metadata": {"resourceVersion": ""},
-        "items": namespaces + node_manifests + pods + ha.services + ha.replicasets,
+        "items": [
+            *sorted(namespaces, key=_listed),
+            *node_manifests,
+            *sorted(pods + recipes.pods, key=_listed),
+            *sorted(recipes.services, key=_listed),
+            *ha.replicasets,
+            *sorted(recipes.statefulsets, key=_listed),
+            *sorted(recipes.claims, key=_listed),
+            *sorted(recipes.volumes, key=_listed),
+            *sorted(recipes.storage_classes, key=_listed),
+            *sorted(recipes.csinodes, key=_listed),
+            *sorted(recipes.budgets, key=_listed),
+            *sorted(recipes.priority_classes, key=_listed),
+        ],
     }
     return [listing, *node_metrics]
 
@@ -1196,8 +1841,9 @@ def build_cluster(seed: int = SEED) -> list[Manifest]:
 def dump_cluster(documents: list[Manifest]) -> str:
     header = (
         "# The sample cluster of examples/README.md: `kubectl get namespaces,nodes,pods,services,\n"
-        "# replicasets -A -o yaml` followed by NodeMetrics. Generated by examples/generate_cluster.py;\n"
-        "# do not edit by hand.\n"
+        "# replicasets,statefulsets,persistentvolumeclaims,persistentvolumes,storageclasses,csinodes,\n"
+        "# poddisruptionbudgets,priorityclasses -A -o yaml` followed by NodeMetrics. Generated by\n"
+        "# examples/generate_cluster.py; do not edit by hand.\n"
     )
     body = yaml.dump_all(
         documents, Dumper=yaml.SafeDumper, sort_keys=True, default_flow_style=False, width=100
@@ -1206,13 +1852,17 @@ def dump_cluster(documents: list[Manifest]) -> str:
 
 
 def profile_files(directory: Path = PROFILES_DIR) -> list[Path]:
-    return sorted(path for path in directory.glob("*.yaml") if path.name != ALL_PROFILES)
+    """The profiles all.yaml holds: every file of the directory but itself and NOT_IN_ALL."""
+    return sorted(
+        path for path in directory.glob("*.yaml") if path.name != ALL_PROFILES and path.name not in NOT_IN_ALL
+    )
 
 
 def dump_all_profiles(directory: Path = PROFILES_DIR) -> str:
     parts = [
-        "# Every example profile in one file. Generated by examples/generate_cluster.py from the\n"
-        "# other files in this directory; do not edit by hand.\n"
+        "# Every example profile in one file but priority.yaml (it preempts: run it on its own).\n"
+        "# Generated by examples/generate_cluster.py from the other files in this directory; do not\n"
+        "# edit by hand.\n"
     ]
     for path in profile_files(directory):
         text = path.read_text()

@@ -1,11 +1,14 @@
 """The bundled examples: cluster.yaml is what the generator writes, and the profiles are sound.
 
 These check the shape of the files; what `placer simulate` does with them is tested elsewhere, but
-for the one promise a recipe makes about placements: ha.yaml spreads the checkout replicas.
+for the promises the recipes make about placements: ha.yaml spreads the checkout replicas,
+stateful.yaml binds the postgres claims (static and dynamic), priority.yaml preempts sparing the
+pods a PodDisruptionBudget covers, and its non-preempting pod waits.
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import re
@@ -19,7 +22,7 @@ import pytest
 import yaml
 from placer.engine import profile as profile_defaults
 from placer.plugins import FILTER_NAMES, SCORE_NAMES
-from placer.simulate import render_json, simulate
+from placer.simulate import Simulation, placement, render_json, simulate, simulate_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -37,6 +40,8 @@ EXPECTED_PROFILES = {
     "spread-tenants": "tenant-spread-scheduler",
     "avoid-busy": "avoid-busy-scheduler",
     "ha": "ha-scheduler",
+    "stateful": "stateful-scheduler",
+    "priority": "priority-scheduler",
 }
 FILTERS = FILTER_NAMES
 SCORES = SCORE_NAMES
@@ -57,6 +62,25 @@ ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 ZONES = {"zone-a", "zone-b", "zone-c"}
 TENANTS = {"tenant-1", "tenant-2", "tenant-3", "tenant-4"}
+# what `kubectl get namespaces,nodes,pods,services,replicasets,statefulsets,persistentvolumeclaims,
+# persistentvolumes,storageclasses,csinodes,poddisruptionbudgets,priorityclasses -A -o yaml` prints
+KIND_ORDER = [
+    ("v1", "Namespace"),
+    ("v1", "Node"),
+    ("v1", "Pod"),
+    ("v1", "Service"),
+    ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "PersistentVolume"),
+    ("storage.k8s.io/v1", "StorageClass"),
+    ("storage.k8s.io/v1", "CSINode"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+]
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+SPOT_NODES = {"medium-15", "medium-16"}
 
 Manifest = dict[str, Any]
 
@@ -140,6 +164,19 @@ def metrics(documents: list[Manifest]) -> list[Manifest]:
     return documents[1:]
 
 
+@pytest.fixture(scope="module")
+def priority_classes(items: list[Manifest]) -> dict[str, Manifest]:
+    return {i["metadata"]["name"]: i for i in items if i["kind"] == "PriorityClass"}
+
+
+def priority_of(pod: Manifest, classes: dict[str, Manifest]) -> int:
+    """`spec.priority`, or for a pod as written (not yet admitted) its PriorityClass's value."""
+    spec = pod["spec"]
+    if "priority" in spec:
+        return spec["priority"]
+    return classes[spec["priorityClassName"]]["value"]
+
+
 def load_profile(path: Path) -> Manifest:
     with path.open() as f:
         docs = [d for d in yaml.load_all(f, Loader=LOADER) if d is not None]
@@ -168,10 +205,8 @@ def test_cluster_is_a_list_followed_by_node_metrics(documents: list[Manifest]) -
     listing = documents[0]
     assert (listing["apiVersion"], listing["kind"]) == ("v1", "List")
     kinds = [(i["apiVersion"], i["kind"]) for i in listing["items"]]
-    # what `kubectl get namespaces,nodes,pods,services,replicasets -A -o yaml` prints: kind by kind
-    order = [("v1", "Namespace"), ("v1", "Node"), ("v1", "Pod"), ("v1", "Service"), ("apps/v1", "ReplicaSet")]
-    assert list(dict.fromkeys(kinds)) == order
-    for kind in order:
+    assert list(dict.fromkeys(kinds)) == KIND_ORDER, "kind by kind, as kubectl prints them"
+    for kind in KIND_ORDER:
         keys = [
             (i["metadata"].get("namespace", ""), i["metadata"]["name"])
             for i in listing["items"]
@@ -243,25 +278,25 @@ def test_special_nodes(nodes: dict[str, Manifest]) -> None:
     assert 3 <= sum(lbl.get("node") == "hello" for lbl in labels) < len(nodes)
 
 
-def test_pods_are_unique_and_well_formed(pods: list[Manifest]) -> None:
+def test_pods_are_unique_and_well_formed(pods: list[Manifest], priority_classes: dict[str, Manifest]) -> None:
     assert len({p["metadata"]["uid"] for p in pods}) == len(pods)
     keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
     assert len(set(keys)) == len(keys)
     for pod in pods:
         assert pod["metadata"]["creationTimestamp"]
         assert pod["spec"]["restartPolicy"] in {"Always", "OnFailure", "Never"}
-        assert pod["spec"]["priority"] in {0, 100, 1000, 2_000_000_000}
+        assert priority_of(pod, priority_classes) in {0, 100, 1000, 2_000_000_000}
         for c in pod["spec"]["containers"]:
             assert c["name"] and c["image"]
             for value in c.get("resources", {}).get("requests", {}).values():
                 quantity(value)
 
 
-def test_pending_pods(pending: list[Manifest]) -> None:
-    assert 180 <= len(pending) <= 220
+def test_pending_pods(pending: list[Manifest], priority_classes: dict[str, Manifest]) -> None:
+    assert 180 <= len(pending) <= 230
     assert {p["status"]["phase"] for p in pending} == {"Pending"}
-    assert {p["metadata"]["namespace"] for p in pending} == {"team-a", "team-b", "batch", "shop"}
-    assert {p["spec"]["priority"] for p in pending} == {0, 100, 1000}
+    assert {p["metadata"]["namespace"] for p in pending} == {"team-a", "team-b", "batch", "shop", "data"}
+    assert {priority_of(p, priority_classes) for p in pending} == {0, 100, 1000}
     tenants = {p["metadata"]["labels"].get("tenant") for p in pending}
     assert tenants - {None} == TENANTS
     assert all("app" in p["metadata"]["labels"] for p in pending)
@@ -304,7 +339,7 @@ def test_pending_pods_cover_the_special_cases(
 
 def test_bound_pods_fit_their_nodes(pods: list[Manifest], nodes: dict[str, Manifest]) -> None:
     running = [p for p in pods if p["spec"].get("nodeName") and p["status"]["phase"] == "Running"]
-    assert 50 <= len(running) <= 70
+    assert 50 <= len(running) <= 80
     used: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in running:
         node = pod["spec"]["nodeName"]
@@ -353,7 +388,7 @@ def test_namespaces(items: list[Manifest], pods: list[Manifest]) -> None:
 @pytest.fixture(scope="module")
 def checkout(items: list[Manifest]) -> dict[str, Any]:
     """The HA workload of namespace shop: its Service, ReplicaSet and pods."""
-    [service] = of_kind(items, "Service")
+    [service] = [s for s in of_kind(items, "Service") if s["metadata"]["namespace"] == "shop"]
     [replicaset] = of_kind(items, "ReplicaSet")
     replicas = [p for p in of_kind(items, "Pod") if p["metadata"]["namespace"] == "shop"]
     return {"service": service, "replicaset": replicaset, "pods": replicas}
@@ -424,6 +459,273 @@ def test_ha_profile_spreads_the_checkout_replicas(
     assert len(set(new)) == 6 and not set(new) & set(running)
     zones = Counter(nodes[name]["metadata"]["labels"][ZONE] for name in running + new)
     assert set(zones) == ZONES and max(zones.values()) - min(zones.values()) <= 1, zones
+
+
+# --- the volumes recipe (namespace data, stateful.yaml) ---------------------------------------
+
+
+def by_name(items: list[Manifest], kind: str) -> dict[str, Manifest]:
+    """Objects of a kind by name (namespace/name for namespaced ones)."""
+    found = {}
+    for item in of_kind(items, kind):
+        meta = item["metadata"]
+        found[f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]] = item
+    return found
+
+
+def claim_names(pod: Manifest) -> list[str]:
+    volumes = pod["spec"].get("volumes", [])
+    return [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+
+
+def node_affinity_values(volume: Manifest, key: str) -> set[str]:
+    [term] = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    [requirement] = term["matchExpressions"]
+    assert (requirement["key"], requirement["operator"]) == (key, "In")
+    return set(requirement["values"])
+
+
+def test_storage_objects(items: list[Manifest], nodes: dict[str, Manifest], pods: list[Manifest]) -> None:
+    classes = by_name(items, "StorageClass")
+    claims = by_name(items, "PersistentVolumeClaim")
+    volumes = by_name(items, "PersistentVolume")
+    local = classes["local-ssd"]
+    assert (local["provisioner"], local["volumeBindingMode"]) == (NO_PROVISIONER, "WaitForFirstConsumer")
+    zonal = classes["zonal-disk"]
+    assert zonal["provisioner"] != NO_PROVISIONER and zonal["volumeBindingMode"] == "WaitForFirstConsumer"
+    [topology] = zonal["allowedTopologies"]
+    [zones] = topology["matchLabelExpressions"]
+    assert zones["key"] == ZONE and set(zones["values"]) < ZONES
+    assert classes["shared-files"]["volumeBindingMode"] == "Immediate"
+    defaults = [n for n, c in classes.items()
+                if c["metadata"].get("annotations", {}).get("storageclass.kubernetes.io/is-default-class") == "true"]
+    assert defaults == ["zonal-disk"]
+
+    for key, claim in claims.items():
+        assert claim["spec"]["storageClassName"] in classes, key
+        name = claim["spec"].get("volumeName")
+        if name is None:
+            assert claim["status"]["phase"] == "Pending", key
+            continue
+        # bound: the PV names the claim (uid included), the binding is complete, the zones agree
+        volume = volumes[name]
+        ref = volume["spec"]["claimRef"]
+        assert (ref["namespace"], ref["name"], ref["uid"]) == (*key.split("/"), claim["metadata"]["uid"])
+        assert claim["metadata"]["annotations"][BIND_COMPLETED] == "yes"
+        assert claim["status"]["phase"] == volume["status"]["phase"] == "Bound"
+        assert node_affinity_values(volume, ZONE) == {volume["metadata"]["labels"][ZONE]} <= set(zones["values"])
+    free_local = [v for v in volumes.values() if v["spec"]["storageClassName"] == "local-ssd"]
+    assert len(free_local) >= 3
+    for volume in free_local:
+        assert "claimRef" not in volume["spec"] and volume["status"]["phase"] == "Available"
+        assert "local" in volume["spec"] and node_affinity_values(volume, HOSTNAME) <= set(nodes)
+
+    used = {f"{p['metadata']['namespace']}/{name}" for p in pods for name in claim_names(p)}
+    assert used - set(claims) == {"data/pg-backups"}, "one pod's claim is missing"
+
+    for csinode in of_kind(items, "CSINode"):
+        name = csinode["metadata"]["name"]
+        [owner] = csinode["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", name, nodes[name]["metadata"]["uid"])
+        counts = [d["allocatable"]["count"] for d in csinode["spec"]["drivers"] if d["name"] == zonal["provisioner"]]
+        assert len(counts) == 1 and counts[0] > 0
+
+
+def test_statefulsets(items: list[Manifest], pods: list[Manifest]) -> None:
+    services = by_name(items, "Service")
+    claims = by_name(items, "PersistentVolumeClaim")
+    sets = by_name(items, "StatefulSet")
+    assert set(sets) == {"data/postgres", "data/redis"}
+    for key, workload in sets.items():
+        namespace, name = key.split("/")
+        spec = workload["spec"]
+        selector = spec["selector"]["matchLabels"]
+        assert spec["template"]["metadata"]["labels"] == selector
+        assert services[f"{namespace}/{spec['serviceName']}"]["spec"]["selector"] == selector
+        uid = workload["metadata"]["uid"]
+        owned = [p for p in pods if any(r["uid"] == uid for r in p["metadata"].get("ownerReferences", []))]
+        assert sorted(p["metadata"]["name"] for p in owned) == [f"{name}-{i}" for i in range(spec["replicas"])]
+        [template] = spec["volumeClaimTemplates"]
+        for pod in owned:
+            labels = pod["metadata"]["labels"]
+            assert selector.items() <= labels.items()
+            assert labels["statefulset.kubernetes.io/pod-name"] == pod["metadata"]["name"]
+            assert claim_names(pod) == [f"{template['metadata']['name']}-{pod['metadata']['name']}"]
+            assert f"{namespace}/{claim_names(pod)[0]}" in claims
+        running = [p for p in owned if p["spec"].get("nodeName")]
+        assert workload["status"]["readyReplicas"] == len(running)
+
+
+@pytest.fixture(scope="module")
+def simulations() -> dict[str, Simulation]:
+    """simulate's decisions on the sample, in process, with each profile file the recipes use."""
+    runs = {"stateful.yaml": ["stateful.yaml"], "priority.yaml": ["priority.yaml"], "all.yaml": ["all.yaml"],
+            "all.yaml + priority.yaml": ["all.yaml", "priority.yaml"]}
+    return {name: simulate([EXAMPLES / "cluster.yaml"], [PROFILES / file for file in files])
+            for name, files in runs.items()}
+
+
+def placements_of(simulation: Simulation) -> dict[str, Manifest]:
+    return {d.pod: placement(d) for d in simulation.decisions}
+
+
+@pytest.mark.parametrize("profile", ["stateful.yaml", "all.yaml"])
+def test_stateful_profile_binds_the_claims(
+    profile: str, simulations: dict[str, Simulation], items: list[Manifest], nodes: dict[str, Manifest]
+) -> None:
+    """The volumes recipe's promise, in simulate's JSON: the postgres replicas whose claims a free
+    local PV can take get one on the PV's node (each its own), the replica whose class provisions
+    gets its node as `selectedNode` (`volume` null, in an allowed zone), redis-2 goes to its bound
+    disk's zone and binds nothing, and the two jobs with unusable claims say why."""
+    placed = placements_of(simulations[profile])
+    volumes = by_name(items, "PersistentVolume")
+    claims = by_name(items, "PersistentVolumeClaim")
+    ours = {key: p for key, p in placed.items() if key.startswith("data/")}
+    assert {p["profile"] for p in ours.values()} == {"stateful"}
+    assert all(p["volumes"] == [] for key, p in placed.items() if key not in ours)
+
+    static = []
+    for ordinal in (0, 1):
+        p = ours[f"data/postgres-{ordinal}"]
+        [binding] = p["volumes"]
+        assert binding["claim"] == f"data/data-postgres-{ordinal}" and binding["selectedNode"] == p["node"]
+        volume = volumes[binding["volume"]]
+        assert volume["spec"]["storageClassName"] == "local-ssd" and volume["status"]["phase"] == "Available"
+        assert node_affinity_values(volume, HOSTNAME) == {p["node"]}
+        want = quantity(claims[binding["claim"]]["spec"]["resources"]["requests"]["storage"])
+        assert quantity(volume["spec"]["capacity"]["storage"]) >= want
+        static.append(binding["volume"])
+    assert len(set(static)) == 2, "two claims never get the same PV"
+
+    dynamic = ours["data/postgres-2"]
+    assert dynamic["node"] is not None and dynamic["message"] is None
+    assert dynamic["volumes"] == [{"claim": "data/data-postgres-2", "volume": None, "selectedNode": dynamic["node"]}]
+    zonal = by_name(items, "StorageClass")["zonal-disk"]
+    allowed = set(zonal["allowedTopologies"][0]["matchLabelExpressions"][0]["values"])
+    assert nodes[dynamic["node"]]["metadata"]["labels"][ZONE] in allowed
+    assert len({ours[f"data/postgres-{i}"]["node"] for i in range(3)}) == 3
+
+    redis = ours["data/redis-2"]
+    disk = volumes[claims["data/data-redis-2"]["spec"]["volumeName"]]
+    assert redis["volumes"] == [] and redis["node"] is not None
+    assert nodes[redis["node"]]["metadata"]["labels"][ZONE] == disk["metadata"]["labels"][ZONE]
+
+    unusable = {key: p for key, p in ours.items() if p["node"] is None}
+    assert sorted(p["message"] for p in unusable.values()) == [
+        "0/50 nodes are available: persistentvolumeclaim \"pg-backups\" not found.",
+        "0/50 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+    ]
+    assert all(p["volumes"] == [] and p["preemption"] is None for p in unusable.values())
+
+
+# --- the priority recipe (namespace batch, priority.yaml) --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def budget(items: list[Manifest]) -> Manifest:
+    [pdb] = of_kind(items, "PodDisruptionBudget")
+    return pdb
+
+
+def covered(pod: Manifest, pdb: Manifest) -> bool:
+    selector = pdb["spec"]["selector"]["matchLabels"]
+    labels = pod["metadata"].get("labels", {})
+    return pod["metadata"]["namespace"] == pdb["metadata"]["namespace"] and selector.items() <= labels.items()
+
+
+def test_priority_objects(
+    items: list[Manifest], pods: list[Manifest], priority_classes: dict[str, Manifest], budget: Manifest,
+    nodes: dict[str, Manifest],
+) -> None:
+    assert not any(c.get("globalDefault") for c in priority_classes.values()), "pods without a class keep 0"
+    assert priority_classes["high-nonpreempting"]["preemptionPolicy"] == "Never"
+    for pod in pods:
+        spec = pod["spec"]
+        name = spec.get("priorityClassName")
+        if name is not None:
+            assert spec.get("priority", priority_classes[name]["value"]) == priority_classes[name]["value"], name
+        else:
+            assert spec["priority"] == 0
+    unadmitted = [p for p in pods if "priority" not in p["spec"]]
+    assert unadmitted and all("preemptionPolicy" not in p["spec"] and not p["spec"].get("nodeName") for p in unadmitted)
+
+    members = [p for p in pods if covered(p, budget)]
+    status = budget["status"]
+    assert status["expectedPods"] == status["currentHealthy"] == len(members) == budget["spec"]["minAvailable"]
+    assert status["disruptionsAllowed"] == status["currentHealthy"] - status["desiredHealthy"] == 0
+    assert {p["spec"]["nodeName"] for p in members} == SPOT_NODES
+    # the spot nodes are full: no pending pod with requests fits there as they are
+    for name in SPOT_NODES:
+        requested = sum(pod_requests(p).get("cpu", 0) for p in pods
+                        if p["spec"].get("nodeName") == name and p["status"]["phase"] == "Running")
+        assert 0 <= quantity(nodes[name]["status"]["allocatable"]["cpu"]) - requested < 0.1, name
+
+
+def preemptions(simulation: Simulation) -> dict[str, Manifest]:
+    return {key: p for key, p in placements_of(simulation).items() if p["preemption"] is not None}
+
+
+@pytest.mark.parametrize("profile", ["priority.yaml", "all.yaml + priority.yaml"])
+def test_priority_profile_preempts_sparing_the_budget(
+    profile: str, simulations: dict[str, Simulation], pods: list[Manifest], budget: Manifest,
+    priority_classes: dict[str, Manifest],
+) -> None:
+    """The priority recipe's promise, in simulate's JSON: each `ingest` job (PriorityClass high, no
+    spec.priority) is placed by preemption on a spot node, evicting only lower-priority pods that
+    ran there and none that the PodDisruptionBudget covers; no pod is evicted twice."""
+    by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
+    found = preemptions(simulations[profile])
+    ingest = {k for k, p in by_key.items() if p["metadata"]["labels"].get("app") == "ingest"}
+    assert set(found) == ingest and len(ingest) == 2
+    victims: list[str] = []
+    for key, p in found.items():
+        assert p["profile"] == "priority" and p["node"] == p["preemption"]["node"] in SPOT_NODES
+        assert p["message"].startswith("0/50 nodes are available: 2 Insufficient cpu, ")
+        assert p["scores"] == [] and p["volumes"] == []
+        assert p["preemption"]["victims"], key
+        for victim in p["preemption"]["victims"]:
+            pod = by_key[victim]
+            assert pod["spec"]["nodeName"] == p["node"] and not covered(pod, budget), victim
+            assert priority_of(pod, priority_classes) < priority_classes["high"]["value"]
+        victims += p["preemption"]["victims"]
+    assert len(set(victims)) == len(victims)
+    assert len({p["node"] for p in found.values()}) == 2, "one job per spot node"
+
+
+def test_without_the_budget_the_youngest_jobs_would_go(documents: list[Manifest], budget: Manifest) -> None:
+    """What spares the `backfill` jobs is their PodDisruptionBudget: without it, preemption takes the
+    least important pods (kube's order: lower priority, then later start), which are they."""
+    listing = copy.deepcopy(documents[0])
+    listing["items"] = [i for i in listing["items"] if i["kind"] != "PodDisruptionBudget"]
+    profiles = [(1, load_profile(PROFILES / "priority.yaml"))]
+    simulation = simulate_documents(
+        [(EXAMPLES / "cluster.yaml", [(1, listing)])], [(PROFILES / "priority.yaml", profiles)]
+    )
+    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in of_kind(listing["items"], "Pod")}
+    victims = [v for p in preemptions(simulation).values() for v in p["preemption"]["victims"]]
+    assert victims and any(covered(pods[v], budget) for v in victims)
+
+
+@pytest.mark.parametrize("profile", ["priority.yaml", "all.yaml + priority.yaml"])
+def test_a_never_preempting_pod_waits(profile: str, simulations: dict[str, Simulation]) -> None:
+    [decision] = [d for d in simulations[profile].decisions if d.pod.startswith("batch/replay-")]
+    assert decision.node is None and decision.preemption is None
+    assert decision.message is not None
+    assert decision.message.startswith("0/50 nodes are available: 2 Insufficient cpu, ")
+    # the FailedScheduling event and the PodScheduled condition say why it did not preempt
+    assert decision.full_message is not None and decision.full_message.startswith(f"{decision.message} ")
+    assert "not eligible due to preemptionPolicy=Never" in decision.full_message
+
+
+def test_pods_named_for_a_priority_class_are_queued_by_its_value(simulations: dict[str, Simulation]) -> None:
+    """The `ingest` and `replay` jobs carry no spec.priority: simulate resolves `priorityClassName`
+    as the API server would, so they come before every pending pod of lower priority."""
+    run = simulations["all.yaml + priority.yaml"]
+    order = [d.pod for d in run.decisions]
+    priority = {p.key: p.priority for p in run.pending}
+    urgent = [i for i, key in enumerate(order) if key.startswith(("batch/ingest-", "batch/replay-"))]
+    assert len(urgent) == 3 and all(priority[order[i]] == 1000 for i in urgent)
+    assert all(priority[key] < 1000 for key in order[max(urgent) + 1:])
 
 
 # --- profiles ---------------------------------------------------------------------------------
@@ -528,9 +830,18 @@ def test_prefer_node_names_nodes_of_the_sample_cluster(nodes: dict[str, Manifest
         assert not nodes[name]["spec"].get("taints") and _ready(nodes[name]) == "True"
 
 
-def test_all_yaml_holds_every_profile() -> None:
+def test_all_yaml_holds_every_profile_but_priority() -> None:
+    """priority.yaml preempts: all.yaml places the other profiles' pods without evicting any."""
     with (PROFILES / "all.yaml").open() as f:
         combined = [d for d in yaml.load_all(f, Loader=LOADER) if d is not None]
-    assert combined == [load_profile(p) for p in profile_paths()]
-    scheduler_names = [d["spec"]["schedulerName"] for d in combined]
+    assert combined == [load_profile(p) for p in profile_paths() if p.name != "priority.yaml"]
+    scheduler_names = [load_profile(p)["spec"]["schedulerName"] for p in profile_paths()]
     assert len(set(scheduler_names)) == len(scheduler_names), "no two profiles may conflict"
+
+
+def test_all_yaml_evicts_nothing(simulations: dict[str, Simulation]) -> None:
+    """Without priority.yaml, no pending pod of the sample preempts: every placement of all.yaml
+    fits beside the running pods, and the priority recipe's pods are nobody's."""
+    placed = placements_of(simulations["all.yaml"])
+    assert all(p["preemption"] is None for p in placed.values())
+    assert not any(key.startswith(("batch/ingest-", "batch/replay-")) for key in placed)

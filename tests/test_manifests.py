@@ -49,6 +49,7 @@ CLUSTER_RULES = {
     ("ClusterRole", "", "pods", "get", ""),
     ("ClusterRole", "", "pods", "list", ""),
     ("ClusterRole", "", "pods", "watch", ""),
+    ("ClusterRole", "", "pods", "delete", ""),  # preemption's victims
     ("ClusterRole", "", "pods/binding", "create", ""),
     ("ClusterRole", "", "pods/status", "patch", ""),
     ("ClusterRole", "", "nodes", "get", ""),

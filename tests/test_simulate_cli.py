@@ -68,7 +68,7 @@ def example_result(example_docs: Any) -> dict[str, Any]:
 
 def test_example_json_shape(example_result: dict[str, Any]) -> None:
     assert set(example_result) == {"placements", "summary"}
-    assert example_result["summary"] == {"pods": 201, "scheduled": 196, "unschedulable": 5}
+    assert example_result["summary"] == {"pods": 207, "scheduled": 200, "unschedulable": 7}
     for placement in example_result["placements"]:
         assert list(placement) == ["pod", "profile", "node", "message", "scores", "volumes", "preemption"]
         if placement["node"] is None:
@@ -162,8 +162,8 @@ def test_example_table(capsys: pytest.CaptureFixture[str], example_result: dict[
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["POD", "PROFILE", "NODE", "SCORE", "REASON"]
-    assert len(lines) == 1 + 201 + 2
-    assert lines[-2:] == ["", "201 pods: 196 scheduled, 5 unschedulable"]
+    assert len(lines) == 1 + 207 + 2
+    assert lines[-2:] == ["", "207 pods: 200 scheduled, 7 unschedulable"]
     # the same decisions as the JSON, row by row
     for line, placement in zip(lines[1:-2], example_result["placements"], strict=True):
         cells = line.split(maxsplit=4)

@@ -121,6 +121,10 @@ class FakeKube:
         self.events: list[dict[str, Any]] = []
         self.event_patches: list[tuple[str, dict[str, Any]]] = []
         self.conditions: list[tuple[str, dict[str, Any]]] = []
+        self.deletes: list[tuple[str, str]] = []  # (pod key, uid precondition)
+        # every write to pods, in order: ("status", key, patch) and ("delete", key, uid)
+        self.pod_writes: list[tuple[str, str, Any]] = []
+        self.delete_status: Callable[[str], int] = lambda key: 200  # the answer to a pod DELETE
         self.profile_statuses: list[tuple[str, dict[str, Any]]] = []
         self.bind_result: Callable[[str, str], Awaitable[BindOutcome] | BindOutcome] = (
             lambda key, node: BindOutcome(BindResult.BOUND)
@@ -183,7 +187,15 @@ class FakeKube:
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Reply:
         self.conditions.append((f"{namespace}/{name}", dict(patch)))
+        self.pod_writes.append(("status", f"{namespace}/{name}", json.loads(json.dumps(patch))))
         return Reply(self.condition_status, b"{}")
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> Reply:
+        key = f"{namespace}/{name}"
+        self.deletes.append((key, uid))
+        self.pod_writes.append(("delete", key, uid))
+        status = self.delete_status(key)
+        return Reply(status, json.dumps({"message": f"HTTP {status} from the fake"}).encode())
 
     async def patch_profile_status(self, name: str, patch: Mapping[str, Any]) -> Reply:
         self.profile_statuses.append((name, dict(patch)))

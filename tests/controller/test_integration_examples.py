@@ -3,7 +3,13 @@
 The operator must place every pending pod of the profile exactly where `placer simulate` places it
 on the very objects the server holds (same engine, same queue order; simulate's algorithm is
 replayed here without its YAML parsing, which alone would take a second per test), bind each
-once, never overcommit a node, and report as API.md §3 says.
+once, never overcommit a node, write the volume bindings simulate lists before binding the pod
+(the emulator's PV controller and provisioner complete them), and report as API.md §3 says.
+
+The pods simulate places by preemption (priority.yaml's `ingest` jobs) are left out of the
+emulator: the operator evicts for real and asynchronously, so which pods it has placed by the time
+the victims are gone — and so the placements after them in the queue — would depend on timing.
+Preemption end to end is tests/controller/test_integration_preemption.py's subject.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from placer.engine.kinds import KINDS, upsert_object
 from placer.engine.objects import parse_node, parse_node_metrics, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.queue import queue_order
-from placer.engine.runtime import Decision, Scheduler
+from placer.engine.runtime import Decision
+from placer.engine.storage import VolumeBindings
+from placer.simulate import Simulation, place, simulate
 
 from tests.controller.helpers import EXAMPLES, OperatorThread, operator_options, until
 from tests.kubeemu import KubeEmulator
@@ -30,69 +38,119 @@ from tests.kubeemu import KubeEmulator
 PROFILE_FILES = sorted((EXAMPLES / "profiles").glob("*.yaml"))
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # the emulator's resource for each kind of the sample: nodes, pods, NodeMetrics and the catalog's kinds
-# (Namespace, Service, ReplicaSet, StatefulSet), the latter in the order simulate's docs list them
+# (Namespace, Service, ReplicaSet, StatefulSet, claims, volumes, storage and priority classes...)
 RESOURCES = {
     "Node": "nodes",
     "Pod": "pods",
     "NodeMetrics": "metrics.k8s.io/v1beta1/nodes",
     **{kind.name: f"{kind.api_version}/{kind.plural}" for kind in KINDS},
 }
+# created first: the classes pods and claims name (the Priority admission refuses a pod naming a
+# class that does not exist: the `replay` job carries no spec.priority, only its class)
+LOAD_FIRST = ("PriorityClass", "StorageClass")
 ZONE = "topology.kubernetes.io/zone"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+# the provisioner of the sample's zonal-disk class, and the label it pins a volume to
+ZONAL_PROVISIONER = {"disk.csi.example.com": ZONE}
+
+
+@functools.cache
+def preempting_pods() -> frozenset[str]:
+    """The pods `placer simulate` places by preemption with any example profile (see the docstring)."""
+    profiles = [path for path in PROFILE_FILES if path.name != "all.yaml"]
+    simulation = simulate([EXAMPLES / "cluster.yaml"], profiles, top=0)
+    return frozenset(d.pod for d in simulation.decisions if d.preemption is not None)
 
 
 @functools.cache
 def sample_objects() -> tuple[tuple[str, str], ...]:
-    """(resource, JSON body) for every object of examples/cluster.yaml, parsed once per session."""
-    objects: list[tuple[str, str]] = []
+    """(resource, JSON body) for every object of examples/cluster.yaml but the preempting pods, the
+    classes first, parsed once per session."""
+    objects: list[tuple[int, str, str]] = []
     for document in yaml.load_all((EXAMPLES / "cluster.yaml").read_text(), Loader=LOADER):
         for item in (document or {}).get("items") or ([document] if document else []):
+            meta = item["metadata"]
+            if item["kind"] == "Pod" and f"{meta['namespace']}/{meta['name']}" in preempting_pods():
+                continue
             resource = RESOURCES[item["kind"]]
             body = {k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
-            body["metadata"] = {k: v for k, v in body["metadata"].items()
+            body["metadata"] = {k: v for k, v in meta.items()
                                 if k not in ("uid", "resourceVersion", "creationTimestamp")}
-            objects.append((resource, json.dumps(body)))
-    return tuple(objects)
+            if item["kind"] == "PersistentVolume" and "claimRef" in body["spec"]:
+                # the server gives the claim a uid of its own: the bound volume names it without one
+                body["spec"]["claimRef"] = {k: v for k, v in body["spec"]["claimRef"].items()
+                                            if k not in ("uid", "resourceVersion")}
+            rank = LOAD_FIRST.index(item["kind"]) if item["kind"] in LOAD_FIRST else len(LOAD_FIRST)
+            objects.append((rank, resource, json.dumps(body)))
+    return tuple((resource, body) for _, resource, body in sorted(objects, key=lambda o: o[0]))
 
 
 def load_sample_cluster(emu: KubeEmulator) -> None:
-    """examples/cluster.yaml into the emulator: namespaces, nodes, pods (bound, completed, pending),
-    services, replicasets, NodeMetrics."""
+    """examples/cluster.yaml into the emulator: priority and storage classes, namespaces, nodes, pods
+    (bound, completed, pending), services, replicasets, statefulsets, claims, volumes, CSINodes,
+    budgets, NodeMetrics; with the PV controller and the zonal disks' provisioner at work."""
+    emu.pv_controller = True
+    emu.auto_provision = dict(ZONAL_PROVISIONER)
     for resource, body in sample_objects():
         obj = json.loads(body)
         meta = obj["metadata"]
-        if resource == RESOURCES["Namespace"] and emu.get(resource, meta["name"]) is not None:
+        exists = resource in (RESOURCES["Namespace"], RESOURCES["PriorityClass"]) and emu.get(resource, meta["name"])
+        if exists and resource == RESOURCES["Namespace"]:
             # default and kube-system exist from the start, as on a real server: take the sample's labels
             emu.patch(resource, meta["name"], {"metadata": {"labels": meta.get("labels") or {}}})
-        else:
+        elif not exists:  # (the system-* PriorityClasses exist from the start too, as the sample has them)
             emu.create(resource, obj)
 
 
 def expected_decisions(emu: KubeEmulator, specs: list[dict[str, Any]]) -> dict[str, Decision]:
-    """What `placer simulate` decides on exactly what the server holds (its algorithm, without YAML)."""
+    """What `placer simulate` decides on exactly what the server holds (its algorithm, without YAML):
+    each placement assumed, with its reservations (the volumes VolumeBinding picked), before the next."""
     cluster = ClusterState()
     for raw in emu.list("nodes"):
         cluster.upsert_node(parse_node(raw))
     for raw in emu.list("metrics.k8s.io/v1beta1/nodes"):
         cluster.set_node_metrics(*parse_node_metrics(raw))
-    for kind in KINDS:  # Namespaces, Services, ReplicaSets...: what InterPodAffinity and PodTopologySpread read
+    for kind in KINDS:  # Namespaces, Services, claims, volumes...: what the relation and volume plugins read
         for raw in emu.list(RESOURCES[kind.name]):
             upsert_object(cluster.catalog, kind, {"apiVersion": kind.api_version, "kind": kind.name, **raw})
     pending = []
     for raw in emu.list("pods"):
-        pod = parse_pod(raw)
+        pod = parse_pod(raw)  # (the server's admission gave every pod its spec.priority)
         if pod.node_name:
             cluster.add_pod(pod)
         elif not pod.terminal:
             pending.append(pod)
     profiles = {spec["schedulerName"]: compile_profile(f"example-{i}", spec) for i, spec in enumerate(specs)}
-    scheduler = Scheduler()
-    decisions = {}
-    for pod in sorted((p for p in pending if p.scheduler_name in profiles), key=queue_order):
-        decision = scheduler.schedule(pod, profiles[pod.scheduler_name], cluster)
-        if decision.node is not None:
-            cluster.assume(pod, decision.node)
-        decisions[pod.key] = decision
-    return decisions
+    ours = sorted((p for p in pending if p.scheduler_name in profiles), key=queue_order)
+    decisions = place(Simulation(cluster, ours, profiles)).decisions
+    assert all(d.preemption is None for d in decisions), "preempting pods are left out (see the docstring)"
+    return {d.pod: d for d in decisions}
+
+
+def assert_volumes_bound(emu: KubeEmulator, expected: dict[str, Decision]) -> None:
+    """The volume bindings simulate lists, as the API server ends up holding them: a statically
+    matched claim bound to its PV, a dynamic one annotated with the pod's node and bound to the
+    volume the provisioner made in that node's zone."""
+    zone_of = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in emu.list("nodes")}
+    checked = 0
+    for decision in expected.values():
+        bindings = decision.reservations.get("VolumeBinding")
+        if not isinstance(bindings, VolumeBindings):
+            continue
+        for entry in bindings.as_json():
+            namespace, name = entry["claim"].split("/")
+            claim = emu.get("persistentvolumeclaims", name, namespace)
+            assert claim is not None and claim["status"]["phase"] == "Bound", entry
+            volume = emu.get("persistentvolumes", claim["spec"]["volumeName"])
+            assert volume is not None and volume["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+            if entry["volume"] is not None:
+                assert claim["spec"]["volumeName"] == entry["volume"], entry
+            else:
+                assert claim["metadata"]["annotations"][SELECTED_NODE] == entry["selectedNode"] == decision.node
+                [term] = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+                assert term["matchExpressions"][0]["values"] == [zone_of[decision.node]]
+            checked += 1
+    assert checked or not any(p["spec"]["schedulerName"] == "stateful-scheduler" for p in emu.list("pods"))
 
 
 def events_by_pod(emu: KubeEmulator) -> dict[str, list[dict[str, Any]]]:
@@ -194,6 +252,8 @@ async def test_example_profile_end_to_end(kube_emulator: KubeEmulator, tmp_path:
         assert status["observedGeneration"] == ready["observedGeneration"] == 1
     if any(document["spec"]["schedulerName"] == "ha-scheduler" for document in documents):
         assert_checkout_spread(emu, bound)
+    if any(document["spec"]["schedulerName"] == "stateful-scheduler" for document in documents):
+        assert_volumes_bound(emu, expected)
     # Kopf wrote nothing to any pod: only bindings and pods/status
     writes = [r for r in emu.requests if r.method in ("PATCH", "PUT") and "/pods/" in r.path]
     assert all(r.path.endswith("/status") for r in writes)

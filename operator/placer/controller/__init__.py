@@ -8,7 +8,9 @@ Modules, each with one job:
 - `handlers`: Kopf handlers, a few lines each, that feed `state`;
 - `settings`: Kopf's settings, each with the reason it was chosen;
 - `loop`: the scheduling loop (decide, assume, bind in parallel);
-- `reporting`: Scheduled/FailedScheduling events and the PodScheduled condition, off the hot path;
+- `prebind`: a pod's volume bindings written (and waited for) before it is bound;
+- `preemption`: a preemption carried out (nominatedNodeName, victims' condition, delete, event);
+- `reporting`: Scheduled/FailedScheduling/Preempted events and the PodScheduled condition, off the hot path;
 - `profiles`: the SchedulerProfile registry and its status;
 - `leader`: leader election on a coordination.k8s.io Lease;
 - `metrics` and `health`: `/metrics` and `/healthz`;

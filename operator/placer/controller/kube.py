@@ -290,6 +290,14 @@ class KubeClient:
             content_type=STRATEGIC_MERGE_PATCH,
         )
 
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> Reply:
+        """DELETE a pod (a preemption victim), its UID as precondition: a pod re-created under that
+        name is never deleted by mistake (409). The pod's own grace period applies."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body)
+
     async def list_objects(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]:
         """Every item of a collection, paged; returns (items, the list's resourceVersion)."""
         items: list[Any] = []

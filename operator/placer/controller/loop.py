@@ -16,6 +16,11 @@ node and what its filters found there held, e.g. the volumes VolumeBinding chose
 bindings to write first goes through kube's PreBind (`placer.controller.prebind`) in a task of its
 own, which holds no bind slot while it waits for the PV controller or a provisioner; it takes one to
 bind once every claim is bound. Any failure undoes both (`Scheduler.forget`).
+
+A decision with a preemption (`Decision.preemption`) nominates the pod to its node in the cycle
+itself and hands the victims to `placer.controller.preemption` (a task, no bind slot); the pod
+waits for a victim to go. Assuming a pod drops its nomination (kube's assume), and a failure in
+its binding clears it; a failed preemption that found no candidate clears it too.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import time
 from placer.controller.kube import BindOutcome, BindResult
 from placer.controller.prebind import PLUGIN as VOLUME_BINDING
 from placer.controller.prebind import VolumeBinder, VolumeOutcome, VolumeResult
+from placer.controller.preemption import VICTIM_GONE, Preemptions, keeps_nomination
 from placer.controller.state import SchedulerState
 from placer.engine.framework import ClusterEvent
 from placer.engine.objects import PodInfo
@@ -52,6 +58,7 @@ class SchedulingLoop:
         self._volume_binds: set[asyncio.Task[None]] = set()  # pods waiting for their volumes (no slot)
         self._stopping = asyncio.Event()
         self.volumes = VolumeBinder(state, self._stopping)
+        self.preemptions = Preemptions(state)
         state.metrics.volume_binds_waiting.source = lambda: [({}, len(self._volume_binds))]
         self.debug = logger.isEnabledFor(logging.DEBUG)
 
@@ -111,6 +118,9 @@ class SchedulingLoop:
             else:
                 state.queue.retry_now(key)  # not leading any more: leave it for the next term
             return False
+        if self.preemptions.running(key):  # its victims are being evicted: not decided again meanwhile
+            self.preemptions.hold_back(key)
+            return False
         started = time.perf_counter()
         try:
             decision = state.scheduler.schedule(pod, profile, state.cluster, top=3 if self.debug else 0)
@@ -123,12 +133,22 @@ class SchedulingLoop:
         if node is None:
             message = decision.full_message or "unschedulable"
             self._observe(profile, "error" if pod.error else "unschedulable", started)
-            state.queue.backoff(key, decision.wake_on)
-            state.reporter.failed(pod, profile.scheduler_name, message)
+            if decision.preemption is not None:
+                # kube's prepareCandidate: nominated at once, victims evicted by a task; retried as
+                # soon as a victim is gone
+                state.queue.backoff(key, (decision.wake_on | VICTIM_GONE) if decision.wake_on else frozenset())
+                self.preemptions.begin(pod, profile, decision, message)
+                state.reporter.failed(pod, profile.scheduler_name, message, condition=False)  # the task writes it
+            else:
+                if not keeps_nomination(decision):  # preemption found nothing: the nomination goes
+                    self._drop_nomination(pod)
+                state.queue.backoff(key, decision.wake_on)
+                state.reporter.failed(pod, profile.scheduler_name, message)
             if self.debug:
                 logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
             return False
         self._observe(profile, "scheduled", started)
+        state.unnominate(key, now_on=node)  # kube's assume drops the pod's nomination
         try:
             state.scheduler.assume(pod, decision, profile, state.cluster)  # counted, and its reservations held
         except Exception:
@@ -151,6 +171,12 @@ class SchedulingLoop:
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
         return True
+
+    def _drop_nomination(self, pod: PodInfo) -> None:
+        """The pod no longer holds a node's room: in the cluster, and on the server if it says so."""
+        had = self.state.unnominate(pod.key)
+        if had or pod.nominated_node:
+            self.preemptions.clear(pod)
 
     def _forget(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
         """Undo `Scheduler.assume`: the pod's room on its node and its reservations."""
@@ -200,6 +226,8 @@ class SchedulingLoop:
             return
         if not outcome.answered:
             state.api_unreachable(outcome.message)
+        if pod.nominated_node:
+            self.preemptions.clear(pod)  # as kube after a failed binding cycle: nominated nowhere
         state.queue.backoff(key, VOLUME_EVENTS, from_now=True)
         logger.warning("volumes of %s on %s not bound: %s", key, decision.node, outcome.message)
         state.reporter.failed(pod, profile.scheduler_name, outcome.message, reason="SchedulerError")
@@ -238,6 +266,8 @@ class SchedulingLoop:
             return
         if not outcome.answered:
             state.api_unreachable(outcome.message)
+        if pod.nominated_node:
+            self.preemptions.clear(pod)  # as kube after a failed bind: nominated nowhere
         state.queue.backoff(key)
         state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
         state.wakeup.set()
@@ -249,7 +279,7 @@ class SchedulingLoop:
         for their volumes stop waiting (undoing their annotations) and are left to the next leader."""
         self._stopping.set()
         self.state.volumes_changed.fire()
-        tasks = [*self._binds, *self._volume_binds]
+        tasks = [*self._binds, *self._volume_binds, *self.preemptions.tasks]
         if tasks:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):

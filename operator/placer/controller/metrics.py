@@ -158,6 +158,16 @@ class Metrics:
             "placer_volume_binds_waiting", "Pods whose volumes are being bound (waiting for the PV controller "
             "or a provisioner).",
         )
+        self.preemptions = Counter(
+            "placer_preemptions_total",
+            "Preemptions decided (a node nominated for a pod, its victims chosen), by profile.",
+        )
+        self.preemption_victims = Counter(
+            "placer_preemption_victims_total",
+            "Preemption victims by result (deleted, gone: already deleted, failed: the condition or the "
+            "delete was refused, abandoned: the preemptor was deleted, bound or displaced meanwhile, or "
+            "leadership was lost).",
+        )
         self.leader = Gauge("placer_leader", "1 while this instance holds the leader Lease (or runs without one).")
         self.reports_dropped = Counter(
             "placer_reports_dropped_total", "Events and condition writes dropped because their queue was full."
@@ -165,7 +175,8 @@ class Metrics:
         self.api_errors = Counter("placer_api_errors_total", "Failed API calls made by placer itself, by call.")
         self._all: list[_Metric] = [
             self.attempts, self.attempt_duration, self.pending, self.reloads, self.bindings, self.volume_binds,
-            self.volume_binds_waiting, self.leader, self.reports_dropped, self.api_errors,
+            self.volume_binds_waiting, self.preemptions, self.preemption_victims, self.leader,
+            self.reports_dropped, self.api_errors,
         ]
 
     def render(self) -> str:

@@ -8,10 +8,14 @@ and counted (`placer_reports_dropped_total`), as client-go's event broadcaster d
 - `FailedScheduling` (Warning, action Scheduling), note = the engine's message. A repeat of the
   same failure for the same pod does not create another Event: it bumps the existing Event's
   `series` {count, lastObservedTime}, PATCHed at most every `series_interval` seconds.
+- `Preempted` (Normal, action Preempting) on a pod deleted to make room for a higher-priority one:
+  `Preempted by NS/NAME on node NODE`, `related` = that pod (`placer.controller.preemption`).
 - Condition `PodScheduled=False, reason=Unschedulable, message=...` (`reason=SchedulerError` when
   the failure came after the decision, e.g. its volumes could not be bound) through pods/status, written
   only when it differs from what the pod already shows (the watch tells us) or what we last wrote,
   with the resourceVersion the decision saw as a precondition (a pod bound meanwhile is left alone).
+  A preemptor's condition goes with its nominatedNodeName in the preemption's own patch
+  (`condition_entry`, `condition_written`): two writes would race on the precondition.
 
 Events carry `reportingController: placer.dev/scheduler` and `reportingInstance:
 <schedulerName>-<identity>`: events.k8s.io/v1 forbids the deprecated `source` field, so the
@@ -189,14 +193,34 @@ class Reporter:
             if not self._submit(lambda: self._patch_series(pod.namespace, series)):
                 series.busy = False
 
+    def preempted(self, victim: PodInfo, preemptor: PodInfo, node: str, scheduler_name: str) -> None:
+        """A victim deleted to make room for `preemptor` on `node` (kube's `Preempted` event)."""
+        note = f"Preempted by {preemptor.namespace}/{preemptor.name} on node {node}"
+        event = self._event(victim, scheduler_name, "Preempted", "Preempting", "Normal", note, _event_name(victim.name))
+        event["related"] = _reference(preemptor, version=False)
+        self._submit(lambda: self._create(victim.namespace, event, None))
+
+    def condition_entry(
+        self, pod: PodInfo, message: str, reason: str = "Unschedulable"
+    ) -> tuple[Condition, dict[str, Any]]:
+        """The PodScheduled=False condition of a failure, as an entry of `status.conditions`, for a
+        caller that writes it along with more of the pod's status (a preemptor's nominatedNodeName,
+        in one patch as kube's `updatePod`); tell `condition_written` once it is written."""
+        current = self._desired.get(pod.key)
+        known = current[3] if current else self._written.get(pod.key) or self._observed.get(pod.key)
+        since = known.last_transition if known is not None and known.status == "False" else ""
+        condition = Condition("False", reason, message, since or _now_seconds())
+        return condition, _condition_entry(condition)
+
+    def condition_written(self, key: str, condition: Condition) -> None:
+        """Someone else wrote this pod's PodScheduled condition: nothing older is to be written."""
+        self._written[key] = condition
+        self._desired.pop(key, None)
+
     def _event(
         self, pod: PodInfo, scheduler_name: str, reason: str, action: str, kind: str, note: str, name: str
     ) -> dict[str, Any]:
-        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name}
-        if pod.uid:
-            regarding["uid"] = pod.uid
-        if pod.resource_version:
-            regarding["resourceVersion"] = pod.resource_version
+        regarding = _reference(pod)
         return {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -304,18 +328,7 @@ class Reporter:
         try:
             while (item := self._desired.pop(key, None)) is not None:
                 namespace, name, version, condition = item
-                patch: dict[str, Any] = {
-                    "status": {
-                        "conditions": [{
-                            "type": "PodScheduled",
-                            "status": condition.status,
-                            "reason": condition.reason,
-                            "message": condition.message,
-                            "lastProbeTime": None,
-                            "lastTransitionTime": condition.last_transition,
-                        }]
-                    }
-                }
+                patch: dict[str, Any] = {"status": {"conditions": [_condition_entry(condition)]}}
                 if version:
                     # a precondition: never mark a pod that changed since (e.g. got bound) unschedulable
                     patch["metadata"] = {"resourceVersion": version}
@@ -331,6 +344,27 @@ class Reporter:
                     logger.debug("condition of %s: HTTP %d %s", key, reply.status, reply.message())
         finally:
             self._condition_jobs.discard(key)
+
+
+def _condition_entry(condition: Condition) -> dict[str, Any]:
+    return {
+        "type": "PodScheduled",
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "lastProbeTime": None,
+        "lastTransitionTime": condition.last_transition,
+    }
+
+
+def _reference(pod: PodInfo, version: bool = True) -> dict[str, Any]:
+    """An event's `regarding` (or `related`) pod."""
+    reference = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name}
+    if pod.uid:
+        reference["uid"] = pod.uid
+    if version and pod.resource_version:
+        reference["resourceVersion"] = pod.resource_version
+    return reference
 
 
 def series_key(event: Mapping[str, Any]) -> str:

@@ -10,7 +10,12 @@ Pods, as kube-scheduler's cache sees them:
   queued when one does; a pod we assumed (bind in flight, or bound but not yet seen bound) is
   never queued again, so it is never bound twice;
 - stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
-  resync LIST and Kopf's own listing may race) are ignored.
+  resync LIST and Kopf's own listing may race) are ignored;
+- nominated (`status.nominatedNodeName`, a preemptor waiting for its victims to go): a pending pod
+  of ours holds that node's room (`ClusterState.nominate`) until it is bound, deleted, or its
+  nomination cleared (`_follow_nomination`); every new term rebuilds them from the pods' status;
+- priority: a pod without `spec.priority` (only hand-made ones) gets its PriorityClass's value as
+  admission would (`resolve_priority`), when it is parsed.
 
 Deletions no event will ever tell: when a watch resumes from a resourceVersion the server has
 compacted (410 Expired), Kopf lists again and replays what exists, but objects deleted in the gap
@@ -29,6 +34,7 @@ import contextlib
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -43,6 +49,7 @@ from placer.engine.catalog import Kind
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import KINDS as CATALOG_KINDS
+from placer.engine.kinds import resolve_priority
 from placer.engine.objects import ObjectError, PodInfo, parse_node, parse_node_metrics, parse_pod, pod_key
 from placer.engine.profile import Profile
 from placer.engine.queue import SchedulingQueue
@@ -140,6 +147,9 @@ class SchedulerState:
         self.pending: dict[str, dict[str, PodInfo]] = {}
         self._pending_name: dict[str, str] = {}
         self._gated: set[str] = set()  # pending pods with spec.schedulingGates: not scheduled yet
+        # pods whose status.nominatedNodeName Placer is writing (`placer.controller.preemption`):
+        # until the write is done, the cluster's nomination leads and the watch's copies do not
+        self.nomination_writes: Counter[str] = Counter()
         self.wakeup = asyncio.Event()  # something may be schedulable: the loop looks again
         # a claim, volume, pod or node changed, or leadership was lost: pods waiting for their
         # volumes to be bound (`placer.controller.prebind`) look again
@@ -287,6 +297,7 @@ class SchedulerState:
         except ObjectError as error:
             logger.debug("ignoring an unusable pod: %s", error)
             return
+        resolve_priority(pod, self.cluster.catalog)  # what admission does, for a pod without spec.priority
         gated = False
         if not pod.node_name and not pod.terminal:
             self.reporter.observe_condition(pod.key, pod_scheduled_condition(raw))
@@ -310,6 +321,7 @@ class SchedulerState:
                 self._wake(ClusterEvent.POD_DELETE)
             return
         if pod.node_name:
+            self.unnominate(key, now_on=pod.node_name)  # bound: on its nominated node or elsewhere
             self._unpend(key)
             self.queue.remove(key)
             self.reporter.forget(key)
@@ -327,6 +339,7 @@ class SchedulerState:
         if pod.deleting:
             self._forget_pod(key)
             return
+        self._follow_nomination(pod, known)
         self._pend(pod)
         if gated:
             self._gated.add(key)
@@ -348,10 +361,56 @@ class SchedulerState:
             self._wake(ClusterEvent.POD_DELETE)
 
     def _forget_pod(self, key: str) -> None:
+        self.unnominate(key)
         self._gated.discard(key)
         self._unpend(key)
         self.queue.remove(key)
         self.reporter.forget(key)
+
+    # ----------------------------------------------------------------- nominations
+
+    def _follow_nomination(self, pod: PodInfo, known: PodInfo | None) -> None:
+        """A pending pod's `status.nominatedNodeName`, as kube's nominator follows it: a pod of ours
+        (a profile serves its schedulerName) nominated to a node holds that node's room against
+        pods of its priority or lower. A change on the server is followed (set, moved, cleared);
+        a copy that did not change it keeps what this scheduler decided meanwhile (a preemption
+        whose write is on its way, a nomination it cleared), and so does any copy while Placer's
+        own write of it is in flight."""
+        key = pod.key
+        held = self.cluster.nominated.get(key)
+        if self.profiles.active(pod.scheduler_name) is None:
+            self.unnominate(key)
+            return
+        if key in self.nomination_writes or (
+            known is not None and known.uid == pod.uid and known.nominated_node == pod.nominated_node
+        ):
+            if held is not None:
+                self.cluster.nominate(pod, held[1])  # the pod's latest version, where memory says
+            return
+        if pod.nominated_node:
+            self.cluster.nominate(pod, pod.nominated_node)
+        else:
+            self.unnominate(key)
+
+    def unnominate(self, key: str, now_on: str | None = None) -> bool:
+        """Drop a pod's nomination; the room it held is free (unless the pod now runs there)."""
+        held = self.cluster.nominated.get(key)
+        if held is None:
+            return False
+        self.cluster.unnominate(key)
+        if held[1] != now_on:
+            self._wake(ClusterEvent.POD_DELETE)
+        return True
+
+    def rebuild_nominations(self) -> None:
+        """The nominations as the pods' status says (at the start of a term): what a previous term of
+        this process decided but never wrote is forgotten, what another leader wrote is taken."""
+        for key in list(self.cluster.nominated):
+            self.cluster.unnominate(key)
+        for name in self.profiles.scheduler_names():
+            for key, pod in self.pending.get(name, {}).items():
+                if pod.nominated_node and key not in self.cluster.pods and not pod.deleting:
+                    self.cluster.nominate(pod, pod.nominated_node)
 
     def _pend(self, pod: PodInfo) -> None:
         name = pod.scheduler_name
@@ -432,7 +491,11 @@ class SchedulerState:
         if new is None:
             for key in self.pending.get(scheduler_name, {}):
                 self.queue.remove(key)  # no longer ours: they stay pending
+                self.unnominate(key)  # and hold no room
         elif old is None:
+            for key, pod in self.pending.get(scheduler_name, {}).items():
+                if pod.nominated_node and key not in self.cluster.pods:
+                    self.cluster.nominate(pod, pod.nominated_node)
             self.enqueue_pending(scheduler_name)
         else:
             self._wake()  # a new version may fit pods the old one could not
@@ -593,6 +656,7 @@ class SchedulerState:
             await self._resync_until_done()
             self.synced = True
             if self.is_leader() and self.term == term:
+                self.rebuild_nominations()
                 for name in self.profiles.scheduler_names():
                     self.enqueue_pending(name)
                 self.profiles.mark_all()
