@@ -7,18 +7,21 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 STAMP := $(VENV)/.installed
+# the example plugin package (examples/plugins/): installed beside Placer, its tests run with the suite
+PLUGIN_EXAMPLE := examples/plugins/annotation-score
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-shadow bench-real
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PLUGIN_EXAMPLE)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e $(PLUGIN_EXAMPLE)
 	@touch $@
 
 install: $(STAMP) ## create .venv and install Placer with its test tools
@@ -32,7 +35,7 @@ lint: install ## ruff over the code
 demo: install ## set up and run `placer simulate` on the bundled sample cluster
 	$(VENV)/bin/placer simulate --cluster examples/cluster.yaml --profile examples/profiles/all.yaml
 
-bench: bench-engine bench-preemption bench-simulate bench-e2e bench-soak ## all benchmarks: engine alone, preemption, simulate, end to end, soak with faults
+bench: bench-engine bench-preemption bench-simulate bench-e2e bench-shadow bench-soak ## all benchmarks: engine alone, preemption, simulate, end to end, shadow profile cost, soak with faults
 
 bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, medians of 5 runs
 	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
@@ -48,5 +51,22 @@ bench-simulate: install ## `placer simulate -o json`: 1,000 nodes, 2,000 pending
 bench-e2e: install ## end to end: `placer run` vs the emulated API server, 1,000 nodes, 5,000 pods, medians of 3
 	$(PY) bench/e2e_bench.py --runs 3 --json bench/results/e2e.json
 
+bench-shadow: install ## a shadow profile's cost: the active profile with and without one, beside a fake default-scheduler, medians of 3
+	$(PY) bench/e2e_bench.py --runs 3 --shadow --json bench/results/e2e-shadow.json
+
 bench-soak: install ## soak (about 3 min): churn + injected faults on two replicas; audit lost/double/overcommitted
 	$(PY) bench/soak_bench.py --minutes 3 --json bench/results/soak.json
+
+# A real control plane (../shared/realcluster/: etcd + kube-apiserver v1.24), never part of `make test`
+# or CI: KUBE_BIN is the folder ../shared/realcluster/build.sh built (see docs/performance.md).
+KUBE_BIN ?=
+REAL_RUNS ?= 3
+REAL_SIZES ?= 1000x5000 5000x10000
+REAL_MODES ?= backlog stream
+bench-real: install ## Placer vs kube-scheduler on a real API server (KUBE_BIN=...), both sizes and modes, medians of 3
+	@test -n "$(KUBE_BIN)" || { echo "KUBE_BIN=DIR: the binaries of ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
+	@for size in $(REAL_SIZES); do for mode in $(REAL_MODES); do \
+		nodes=$${size%x*}; pods=$${size#*x}; \
+		$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --mode $$mode \
+			--runs $(REAL_RUNS) --json bench/results/real-$$nodes-$$pods-$$mode.json || exit 1; \
+	done; done

@@ -29,6 +29,8 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import signal
 import ssl
 import statistics
 import subprocess
@@ -75,13 +77,19 @@ class Api:
         await self.session.close()
 
     async def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        """One call; a 5xx or 429 (etcd hiccups on a loaded 2-core machine) is retried a few times."""
         data = None if body is None else json.dumps(body)
-        async with self.session.request(method, SERVER + path, data=data,
-                                        headers={"Content-Type": content_type}) as response:
-            text = await response.text()
-            if response.status >= 300 and response.status != 409:
-                raise RuntimeError(f"{method} {path}: {response.status} {text[:300]}")
-            return json.loads(text) if text else None
+        for attempt in range(5):
+            async with self.session.request(method, SERVER + path, data=data,
+                                            headers={"Content-Type": content_type}) as response:
+                text = await response.text()
+                if (response.status >= 500 or response.status == 429) and attempt < 4:
+                    await asyncio.sleep(0.2 * 2**attempt)
+                    continue
+                if response.status >= 300 and response.status != 409:
+                    raise RuntimeError(f"{method} {path}: {response.status} {text[:300]}")
+                return json.loads(text) if text else None
+        return None
 
     async def many(self, calls: list[tuple[str, str, Any, str]], concurrency: int = 32) -> float | None:
         """Run calls 32 at a time; returns when the first one was sent."""
@@ -190,8 +198,17 @@ def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path)
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def start_profiler(pid: int, folder: Path, which: str) -> subprocess.Popen[bytes]:
+    """py-spy attached to the scheduler (`--profile DIR`): collapsed stacks, idle frames left out."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{which}-{int(time.time())}.txt"
+    return subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "100", "--format", "raw",
+                             "--output", str(out), "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube_bin: Path,
-                  timeout: float) -> dict[str, Any]:
+                  timeout: float, profile_to: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="real-bench-") as tmp:
         workdir = Path(tmp)
         state = workdir / "control-plane"
@@ -216,8 +233,12 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
                 process = start_scheduler(which, kubeconfig, kube_bin, workdir)
                 await asyncio.sleep(5.0)  # started and listing: the clock starts with the first pod
                 start = await api.many(calls) or time.time()
+            spy = start_profiler(process.pid, profile_to, which) if profile_to else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(watcher, timeout=max(deadline - time.time(), 1.0))
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
+                spy.wait(30)
             rss = peak_rss_mb(process.pid)
             bound_pods = (await api.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
             node_objs = (await api.call("GET", "/api/v1/nodes"))["items"]
@@ -230,6 +251,8 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
                     process.kill()
             await api.close()
             control_plane_down(kube_bin, state)
+            if profile_to is not None and (workdir / f"{which}.log").exists():
+                shutil.copy(workdir / f"{which}.log", profile_to / f"{which}-{int(time.time())}.log")
         if not bound_at:
             log_file = workdir / f"{which}.log"
             log = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
@@ -258,6 +281,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--only", choices=("kube-scheduler", "placer"), help="run one scheduler only")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="attach py-spy to Placer and write its collapsed stacks here (slows it a little)")
     args = parser.parse_args()
     if args.kube_bin is None or not (args.kube_bin / "kube-apiserver").exists():
         parser.error("--kube-bin (or $KUBE_BIN): the folder of ../shared/realcluster/build.sh's binaries")
@@ -266,7 +291,8 @@ def main() -> int:
     results: dict[str, list[dict[str, Any]]] = {which: [] for which in schedulers}
     for run in range(args.runs):
         for which in schedulers:  # one after the other in each run: both see the same machine
-            outcome = asyncio.run(one_run(which, nodes, pods, args.mode, args.kube_bin, args.timeout))
+            profile_to = args.profile if which == "placer" else None
+            outcome = asyncio.run(one_run(which, nodes, pods, args.mode, args.kube_bin, args.timeout, profile_to))
             results[which].append(outcome)
             print(f"run {run + 1} {which:>14}: {outcome['pods_per_s']:7.1f} pods/s, first binding "
                   f"{outcome['first_binding_s']:.2f} s, peak RSS {outcome['peak_rss_mb']:.0f} MB, "

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 from placer.engine.kinds import KINDS as CATALOG_KINDS
-from placer.plugins import FILTER_NAMES, POST_FILTER_NAMES, REGISTRY, SCORE_NAMES
+from placer.engine.profile import UnknownPluginError, compile_profile
+from placer.plugins import FILTER_NAMES, NAME_PATTERN, POST_FILTER_NAMES, REGISTRY, SCORE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "manifests" / "chart" / "placer"
@@ -467,16 +468,49 @@ def test_crd_names_scope_and_columns() -> None:
         ("SCHEDULER", "string", ".spec.schedulerName"),
         ("READY", "string", '.status.conditions[?(@.type=="Ready")].status'),
         ("REASON", "string", '.status.conditions[?(@.type=="Ready")].reason'),
+        ("AGREEMENT", "string", ".status.shadow.agreement"),
         ("AGE", "date", ".metadata.creationTimestamp"),
     ]
 
 
-def test_crd_plugin_enums() -> None:
+def test_crd_shadow_mode() -> None:
+    """API.md §5: mode Active (default) or Shadow, shadowOf required with Shadow (a CEL rule; the
+    operator says InvalidArgs on servers that skip it), and status.shadow as the operator writes it."""
+    spec = manifests.crd_schema()["properties"]["spec"]
+    assert spec["properties"]["mode"]["enum"] == ["Active", "Shadow"]
+    assert spec["properties"]["mode"]["default"] == "Active"
+    [rule] = spec["x-kubernetes-validations"]
+    assert rule["rule"] == "!has(self.mode) || self.mode != 'Shadow' || has(self.shadowOf)"
+    assert {"mode", "shadowOf"} <= set(spec["properties"])
+    shadow = profile(schedulerName="shadow-of-default", mode="Shadow", shadowOf="default-scheduler")
+    shadow["status"] = {"shadow": {
+        "decisions": 3, "same": 1, "equal": 1, "different": 1, "unschedulable": 0, "agreement": "66.6% of 3",
+        "disagreements": [{"pod": "default/web", "outcome": "different", "boundTo": "n2", "placer": "n1",
+                           "boundTotal": 150, "placerTotal": 310, "time": "2026-01-01T00:00:00Z"}]}}
+    assert schema_errors(shadow) == []
+    assert schema_errors(profile(schedulerName="s", mode="Active")) == []
+
+
+def test_crd_plugin_names_are_a_pattern() -> None:
+    """Plugin packages bring names the CRD cannot list: it checks their shape, the operator the rest."""
     spec = manifests.crd_schema()["properties"]["spec"]["properties"]
-    assert set(spec["filters"]["items"]["properties"]["name"]["enum"]) == FILTERS
-    assert set(spec["scores"]["items"]["properties"]["name"]["enum"]) == SCORES
-    assert set(spec["postFilters"]["items"]["properties"]["name"]["enum"]) == POST_FILTER_NAMES
+    for section in ("filters", "scores", "postFilters"):
+        name = spec[section]["items"]["properties"]["name"]
+        assert "enum" not in name, section
+        assert name["pattern"] == NAME_PATTERN == "^[A-Z][A-Za-z0-9]*$", section
     assert set(REGISTRY) == FILTERS | SCORES | POST_FILTER_NAMES
+    assert all(re.fullmatch(NAME_PATTERN, name) for name in REGISTRY)
+
+
+@pytest.mark.parametrize("spec", [
+    {"filters": [{"name": "NodeMagic"}]},
+    {"scores": [{"name": "NodeMagic"}]},
+    {"postFilters": [{"name": "NodeMagic"}]},
+])
+def test_crd_leaves_unknown_plugin_names_to_the_operator(spec: Doc) -> None:
+    assert schema_errors(profile(schedulerName="s", **spec)) == []
+    with pytest.raises(UnknownPluginError, match='unknown plugin "NodeMagic"'):
+        compile_profile("p", {"schedulerName": "s", **spec})
 
 
 def test_crd_schema_is_structural() -> None:
@@ -520,14 +554,14 @@ def _broken(change: str) -> Doc:
         spec["schedulerName"] = ""
     elif change == "no spec":
         del doc["spec"]
-    elif change == "unknown filter":
-        spec["filters"].append({"name": "NodeMagic"})
-    elif change == "unknown score":
-        spec["scores"].append({"name": "NodeMagic"})
-    elif change == "score-only plugin as filter":
-        spec["filters"].append({"name": "PreferNode"})
-    elif change == "filter-only plugin as score":
-        spec["scores"].append({"name": "NodeReady"})
+    elif change == "filter name in lower case":
+        spec["filters"].append({"name": "nodeMagic"})
+    elif change == "score name with a dash":
+        spec["scores"].append({"name": "Node-Magic"})
+    elif change == "post-filter name with a space":
+        spec["postFilters"] = [{"name": "Default Preemption"}]
+    elif change == "empty plugin name":
+        spec["scores"].append({"name": ""})
     elif change == "weight 0":
         spec["scores"][0]["weight"] = 0
     elif change == "weight 101":
@@ -544,6 +578,10 @@ def _broken(change: str) -> Doc:
         spec["scores"][0]["wieght"] = spec["scores"][0].pop("weight")
     elif change == "args not an object":
         spec["filters"][1]["args"] = ["cpu"]
+    elif change == "unknown mode":
+        spec["mode"] = "Passive"
+    elif change == "empty shadowOf":
+        spec["mode"], spec["shadowOf"] = "Shadow", ""
     else:
         raise AssertionError(change)
     return doc
@@ -555,10 +593,10 @@ def _broken(change: str) -> Doc:
         "no schedulerName",
         "empty schedulerName",
         "no spec",
-        "unknown filter",
-        "unknown score",
-        "score-only plugin as filter",
-        "filter-only plugin as score",
+        "filter name in lower case",
+        "score name with a dash",
+        "post-filter name with a space",
+        "empty plugin name",
         "weight 0",
         "weight 101",
         "weight not an integer",
@@ -567,6 +605,8 @@ def _broken(change: str) -> Doc:
         "plugin without name",
         "misspelt field",
         "args not an object",
+        "unknown mode",
+        "empty shadowOf",
     ],
 )
 def test_crd_rejects(change: str) -> None:

@@ -355,6 +355,21 @@ def test_the_older_profile_keeps_a_contested_scheduler_name(tmp_path: Path, caps
     assert 'profile "aaa-newer": Conflict: schedulerName "placer" is already served by profile "zzz-older"' in err
 
 
+def test_a_shadow_profile_places_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """API.md §5: a Shadow profile's own schedulerName owns no pods, and claims it from no one."""
+    shadow = profile_doc("a-shadow", mode="Shadow", shadowOf="default-scheduler")
+    shadow["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    active = profile_doc("b-active")
+    active["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+    cluster = write(tmp_path / "cluster.yaml", node("a"), pod("p", cpu="1"))
+    profiles = write(tmp_path / "profiles.yaml", shadow, active)
+    code = main(["simulate", "--cluster", str(cluster), "--profile", str(profiles), "-o", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out)["placements"][0]["profile"] == "b-active"
+    assert 'profile "a-shadow": mode Shadow (shadowOf "default-scheduler") owns no pods; ignored' in err
+
+
 def test_invalid_pod_is_reported_as_unschedulable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = write(tmp_path / "cluster.yaml", node("a"), pod("bad", cpu="1.2.3"), pod("good", cpu="1"))
     profiles = write(tmp_path / "profiles.yaml", profile_doc("d"))
@@ -398,6 +413,28 @@ def test_top_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.splitlines()[1].split() == ["default/p", "d", "a", "-"]
 
 
+def test_a_plugin_package_places_pods_as_its_annotation_dictates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AnnotationScore comes from examples/plugins/annotation-score, installed in the venv (make install)."""
+
+    def placed(scores_c: str, *profiles: dict[str, Any]) -> dict[str, str | None]:
+        nodes = [node("a"), node("b", annotations={"placer.dev/score": "3"}),
+                 node("c", annotations={"placer.dev/score": scores_c})]
+        cluster = write(tmp_path / "cluster.yaml", *nodes, pod("p1"), pod("p2", scheduler="annotated"))
+        result = run_json(capsys, "--cluster", cluster, "--profile", write(tmp_path / "profiles.yaml", *profiles))
+        return {p["pod"]: p["node"] for p in result["placements"]}
+
+    annotated = profile_doc("annotated", "annotated", scores=[
+        {"name": "AnnotationScore", "weight": 10, "args": {"annotationKey": "placer.dev/score"}}])
+    assert placed("9", profile_doc("d"), annotated) == {"default/p1": "a", "default/p2": "c"}
+    assert placed("not a number", profile_doc("d"), annotated) == {"default/p1": "a", "default/p2": "b"}
+    result = run_json(capsys, "--cluster", tmp_path / "cluster.yaml", "--profile", tmp_path / "profiles.yaml")
+    [scored] = [p for p in result["placements"] if p["profile"] == "annotated"]
+    assert [(s["node"], s["plugins"]["AnnotationScore"], s["total"]) for s in scored["scores"]] == [
+        ("b", 100, 1000), ("a", 0, 0), ("c", 0, 0)]
+
+
 # ------------------------------------------------------------------------ invalid input
 
 
@@ -410,7 +447,7 @@ GOOD_PROFILE = profile_doc("d")
     [
         ("kind: Node\nmetadata: {name: a\n", [GOOD_PROFILE], "cluster", ["invalid YAML (line "]),
         (None, [profile_doc("d", filters=[{"name": "Nope"}])], "profiles",
-         ["document 1", 'profile "d"', 'filters[0] Nope: name: Unsupported value: "Nope"']),
+         ["document 1", 'profile "d"', 'filters[0] Nope: name: unknown plugin "Nope" (installed: ']),
         (None, [GOOD_PROFILE, profile_doc("bad", "x", scores=[{"name": "NodeResourcesFit", "args": {
             "scoringStrategy": {"type": "Tightest"}}}])], "profiles",
          ["document 2", 'profile "bad"', "scores[0] NodeResourcesFit", "args.scoringStrategy.type"]),

@@ -1,4 +1,5 @@
-"""The `placer` command: `placer simulate` (no cluster needed) and `placer run` (the operator)."""
+"""The `placer` command: `placer simulate` (no cluster needed), `placer explain` (read-only, on a
+cluster) and `placer run` (the operator)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,18 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--output", "-o", choices=("table", "json"), default="table")
     simulate.add_argument("--top", type=_positive, default=3, metavar="N", help="feasible nodes to list per pod")
 
+    explain = commands.add_parser(
+        "explain", help="why a pod is pending or where it is, on the kubeconfig's cluster (read-only)")
+    explain.add_argument("pod", nargs="?", metavar="NS/NAME", help="the pod (not with --shadow)")
+    explain.add_argument("--profile", metavar="NAME",
+                         help="the SchedulerProfile to explain with (default: the one serving the pod)")
+    explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    explain.add_argument("--all-nodes", action="store_true",
+                         help="list every rejected node (default: the first 20 by name)")
+    explain.add_argument("--top", type=_positive, default=3, metavar="N", help="best feasible nodes to list")
+    explain.add_argument("--shadow", metavar="PROFILE", help="a shadow profile's counts and disagreements")
+    explain.add_argument("--kubeconfig", metavar="FILE", help="default: $KUBECONFIG, in-cluster, ~/.kube/config")
+
     run = commands.add_parser("run", help="run the scheduler against the cluster")
     run.add_argument("--namespace", "-n", action="append", default=[], metavar="NS",
                      help="schedule pods of this namespace only (repeatable; default: all)")
@@ -52,6 +65,25 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from placer.explain import ExplainOptions, run_explain
+
+    if (args.shadow is None) == (args.pod is None):
+        problem = "give NS/NAME or --shadow PROFILE, not both" if args.pod else "give NS/NAME or --shadow PROFILE"
+        print(f"placer explain: {problem}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    if args.shadow is not None and (args.profile or args.all_nodes):
+        print("placer explain: --shadow takes no --profile or --all-nodes", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    options = ExplainOptions(
+        pod=args.pod, profile=args.profile, output=args.output, all_nodes=args.all_nodes, top=args.top,
+        shadow=args.shadow, kubeconfig=args.kubeconfig,
+    )
+    return asyncio.run(run_explain(options, sys.stdout, sys.stderr))
+
+
 def _run(args: argparse.Namespace) -> int:
     from placer.controller.main import run
 
@@ -63,10 +95,31 @@ def _run(args: argparse.Namespace) -> int:
     )
 
 
+def _load_plugins(command: str) -> bool:
+    """Register the plugins (entry points) before any command; False when Placer is not installed.
+
+    A plugin package that cannot be loaded is skipped, told once on stderr here (`placer run` logs
+    it instead), and the command goes on with the other plugins.
+    """
+    try:
+        from placer import plugins
+    except ImportError as error:  # PluginsNotInstalled: run from a source tree, not installed
+        print(f"placer {command}: {error}", file=sys.stderr)
+        return False
+    if command != "run":
+        for problem in plugins.LOAD_ERRORS:
+            print(f"placer {command}: error: {problem}", file=sys.stderr)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not _load_plugins(args.command):
+        return 1
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "explain":
+        return _explain(args)
     return _run(args)
 
 

@@ -30,10 +30,13 @@ from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision, Scheduler
 
 __all__ = [
+    "Claimant",
     "Documents",
     "InputError",
     "Simulation",
+    "assign_owners",
     "cluster_from_documents",
+    "compile_profile_documents",
     "load_cluster",
     "load_profiles",
     "place",
@@ -160,10 +163,22 @@ def load_profiles(paths: Sequence[Path]) -> tuple[dict[str, Profile], list[str]]
 
 def profiles_from_documents(files: Sequence[Documents]) -> tuple[dict[str, Profile], list[str]]:
     """`load_profiles` on documents already read (or read lazily) from their files."""
-    by_scheduler: dict[str, Profile] = {}
+    by_scheduler, warnings = assign_owners(compile_profile_documents(files))
+    if not by_scheduler:
+        raise InputError(f"{', '.join(str(path) for path, _ in files)}: no SchedulerProfile documents")
+    return by_scheduler, warnings
+
+
+# A compiled profile with what ownership is decided on: (creationTimestamp, name, profile).
+Claimant = tuple[float, str, Profile]
+
+
+def compile_profile_documents(files: Sequence[Documents], invalid: dict[str, str] | None = None) -> list[Claimant]:
+    """Every SchedulerProfile document compiled. An invalid spec is an InputError, unless `invalid`
+    collects its message by profile name instead (`placer explain`: on a live cluster a broken profile is the
+    operator's to report, and claims nothing until it compiles, as there)."""
     names: set[str] = set()
-    warnings: list[str] = []
-    claimants: list[tuple[float, str, Profile]] = []
+    claimants: list[Claimant] = []
     for path, documents in files:
         for number, document in documents:
             where = f"{path}: document {number}"
@@ -183,9 +198,23 @@ def profiles_from_documents(files: Sequence[Documents]) -> tuple[dict[str, Profi
             try:
                 profile = compile_profile(name, document.get("spec"))
             except ProfileError as error:
-                raise InputError(f"{where}: {error}") from None
+                if invalid is None:
+                    raise InputError(f"{where}: {error}") from None
+                invalid[name] = str(error)
+                continue
             claimants.append((parse_timestamp(document["metadata"].get("creationTimestamp")), name, profile))
+    return claimants
+
+
+def assign_owners(claimants: Iterable[Claimant]) -> tuple[dict[str, Profile], list[str]]:
+    """schedulerName -> the profile serving it, and a warning per profile left out: as the operator
+    decides, the older (creationTimestamp, then name) keeps a schedulerName two profiles claim."""
+    by_scheduler: dict[str, Profile] = {}
+    warnings: list[str] = []
     for _, name, profile in sorted(claimants, key=lambda claimant: claimant[:2]):
+        if profile.shadow:  # API.md §5: a Shadow profile owns no pods
+            warnings.append(f'profile "{name}": mode Shadow (shadowOf "{profile.shadow_of}") owns no pods; ignored')
+            continue
         holder = by_scheduler.get(profile.scheduler_name)
         if holder is not None:
             warnings.append(
@@ -194,8 +223,6 @@ def profiles_from_documents(files: Sequence[Documents]) -> tuple[dict[str, Profi
             )
             continue
         by_scheduler[profile.scheduler_name] = profile
-    if not by_scheduler:
-        raise InputError(f"{', '.join(str(path) for path, _ in files)}: no SchedulerProfile documents")
     return by_scheduler, warnings
 
 

@@ -86,6 +86,7 @@ def node(
     images: Iterable[tuple[Sequence[str] | str, int]] = (),
     allocatable: Mapping[str, str] | None = None,
     hostname_label: bool = True,
+    annotations: Mapping[str, str] | None = None,
 ) -> Obj:
     """A v1 Node. `ready`: True/False/"Unknown", or None for no Ready condition at all.
 
@@ -111,8 +112,10 @@ def node(
         spec["taints"] = [taint(t) for t in taints]
     if unschedulable:
         spec["unschedulable"] = True
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}, "spec": spec,
-            "status": status}
+    metadata: Obj = {"name": name, "labels": node_labels}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": spec, "status": status}
 
 
 def _resources(

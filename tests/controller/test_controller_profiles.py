@@ -69,6 +69,22 @@ def test_invalid_from_the_start_schedules_nothing() -> None:
     assert "keeps scheduling" not in status.message
 
 
+def test_an_unknown_plugin_is_its_own_reason_and_the_last_good_version_keeps_scheduling() -> None:
+    reg, _ = registry()
+    reg.upsert(profile("p", "sched", **PREFER_A))
+    good = reg.active("sched")
+    reg.status_updates()
+    reg.upsert(profile("p", "sched", generation=2, scores=[{"name": "PreferNodes"}]))
+    assert reg.active("sched") is good
+    [(_, status)] = reg.status_updates()
+    assert (status.status, status.reason, status.generation) == ("False", "UnknownPlugin", 2)
+    assert 'unknown plugin "PreferNodes" (installed: ' in status.message
+    assert status.message.endswith("; generation 1 keeps scheduling")
+    reg.upsert(profile("p", "sched", generation=3, **BAD_ARGS))  # the reason follows the current error
+    [(_, status)] = reg.status_updates()
+    assert (status.status, status.reason, status.generation) == ("False", "InvalidArgs", 3)
+
+
 def test_the_older_profile_keeps_a_contested_scheduler_name() -> None:
     reg, _ = registry()
     reg.upsert(profile("newer", "sched", created="2025-01-02T00:00:00Z", **PREFER_A))

@@ -27,17 +27,17 @@ def test_a_relisting_is_told_from_the_first_listing() -> None:
     state = unit_state()
     state._clock = lambda: now[0]
     # the first listing: objects Kopf never showed, in one burst
-    state.pod_event({"type": None, "object": pod("a")})
-    state.pod_event({"type": None, "object": pod("b")})
+    state.node_event({"type": None, "object": node("a")})
+    state.node_event({"type": None, "object": node("b")})
     assert not state.relisted.is_set()
     # an object Kopf already showed, listed again
-    state.pod_event({"type": None, "object": pod("a")})
+    state.node_event({"type": None, "object": node("a")})
     assert state.relisted.is_set()
     # after watch events of that kind
     state.relisted.clear()
-    state.node_event({"type": None, "object": node("n1")})
-    state.node_event({"type": "MODIFIED", "object": node("n1")})
-    state.node_event({"type": None, "object": node("n2")})
+    state.profile_event({"type": None, "object": profile("r")})
+    state.profile_event({"type": "MODIFIED", "object": profile("r")})
+    state.profile_event({"type": None, "object": profile("s")})
     assert state.relisted.is_set()
     # only new objects, but long after the previous listing event
     state.relisted.clear()

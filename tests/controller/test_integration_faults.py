@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -241,3 +242,24 @@ async def test_no_hot_loop_while_the_api_server_is_unreachable(kube_emulator: Ku
     assert len(window) < budget, f"{len(window)} requests in 3 s: {per_path.most_common(8)}"
     await until(lambda: all_bound(emu, late), timeout=15)
     assert_sound(emu, first + late)
+
+
+async def test_pods_are_listed_once_and_watched_from_that_list(kube_emulator: KubeEmulator, launch: Launch) -> None:
+    """Placer's own pod watch: one LIST of pods at startup (no second one by Kopf), the watch resumes
+    from that LIST's resourceVersion, and an event on the stream reaches the engine."""
+    emu = kube_emulator
+    setup(emu)
+    first = add_pods(emu, "p", 3)
+    await launch()
+    await until(lambda: all_bound(emu, first) and watching(emu))
+    pod_requests = [r for r in emu.requests if r.method == "GET" and r.path == "/api/v1/pods"]
+    lists = [r for r in pod_requests if not r.is_watch]
+    watches = [r for r in pod_requests if r.is_watch]
+    assert len(lists) == 1, [r.query for r in lists]
+    assert parse_qs(lists[0].query)["fieldSelector"] == ["status.phase!=Succeeded,status.phase!=Failed"]
+    watch_query = parse_qs(watches[0].query)
+    assert watch_query["allowWatchBookmarks"] == ["true"] and watch_query["resourceVersion"][0].isdigit()
+    later = add_pods(emu, "q", 2)  # only the watch can tell about these
+    await until(lambda: all_bound(emu, later))
+    assert len([r for r in emu.requests if r.path == "/api/v1/pods" and not r.is_watch]) == 1
+    assert_sound(emu, first + later)

@@ -110,7 +110,7 @@ async def test_profile(world: World, case: ProfileCase) -> None:
     if case.error is None:
         assert (condition["status"], condition["reason"]) == ("True", "Loaded"), condition
         return
-    assert (condition["status"], condition["reason"]) == ("False", "InvalidArgs"), condition
+    assert (condition["status"], condition["reason"]) == ("False", case.reason), condition
     missing = [part for part in case.error if part not in condition["message"]]
     assert not missing, f"{case.id}: {missing} not in {condition['message']!r}"
 

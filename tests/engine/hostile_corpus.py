@@ -21,6 +21,8 @@ class ProfileCase:
     spec: Any
     #: substrings the error must contain; None = the profile is valid and must load
     error: tuple[str, ...] | None
+    #: the status reason of the error (ProfileError.reason)
+    reason: str = "InvalidArgs"
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ PROFILE_CASES: tuple[ProfileCase, ...] = (
         _filters({"name": "NodeLabel", "args": {"required": {"cpu": True}}}),
         ("NodeLabel", "args.required.cpu"),
     ),
-    ProfileCase("unknown-plugin", _scores({"name": "NodeFoo"}), ("NodeFoo", "Unsupported value")),
+    ProfileCase("unknown-plugin", _scores({"name": "NodeFoo"}), ("NodeFoo", 'unknown plugin "NodeFoo"'),
+                "UnknownPlugin"),
     ProfileCase("filter-only-plugin-in-scores", _scores({"name": "NodeReady"}), ("NodeReady", "not a score plugin")),
     ProfileCase(
         "score-only-plugin-in-filters", _filters({"name": "PreferNode"}), ("PreferNode", "not a filter plugin")

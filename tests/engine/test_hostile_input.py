@@ -26,6 +26,7 @@ def test_profile(case: ProfileCase) -> None:
         compile_profile("hostile", case.spec)
     message = str(raised.value)
     assert message.startswith('profile "hostile": ')
+    assert raised.value.reason == case.reason
     for part in case.error:
         assert part in message
 

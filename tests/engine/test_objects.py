@@ -170,6 +170,19 @@ def test_node_parsing() -> None:
     assert parse_node(raw).allocatable["cpu"] == 4000
 
 
+def test_node_annotations_are_kept_and_a_change_is_a_node_update() -> None:
+    raw = node("n", annotations={"placer.dev/score": "5"})
+    info = parse_node(raw)
+    assert info.annotations == {"placer.dev/score": "5"} and parse_node(node("m")).annotations == {}
+    raw["metadata"]["annotations"]["placer.dev/score"] = "6"
+    assert info.annotations == {"placer.dev/score": "5"}  # a copy: the watch's object may be reused
+    cluster = cluster_of([node("n", annotations={"placer.dev/score": "5"})])
+    before = cluster.static_version
+    assert not cluster.upsert_node(parse_node(node("n", annotations={"placer.dev/score": "5"})))
+    assert cluster.upsert_node(parse_node(raw)) and cluster.static_version > before
+    assert cluster.node("n").annotations == {"placer.dev/score": "6"}  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("mutate", "path"),
     [
@@ -177,6 +190,8 @@ def test_node_parsing() -> None:
         (lambda n: n["spec"].update(taints=[{"effect": "NoSchedule"}]), "spec.taints[0].key"),
         (lambda n: n["status"].update(images=[{"names": ["x"], "sizeBytes": "big"}]), "status.images[0].sizeBytes"),
         (lambda n: n["metadata"].update(labels={"a": 1}), "metadata.labels.a"),
+        (lambda n: n["metadata"].update(annotations={"placer.dev/score": 5}), "metadata.annotations.placer.dev/score"),
+        (lambda n: n["metadata"].update(annotations=["a"]), "metadata.annotations"),
         (lambda n: n["metadata"].pop("name"), "metadata.name"),
     ],
 )

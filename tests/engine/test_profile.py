@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from placer.engine.profile import DEFAULT_FILTERS, ProfileError, compile_profile
+from placer.engine.profile import DEFAULT_FILTERS, ProfileError, UnknownPluginError, compile_profile
 
 
 def names(plugins: tuple) -> list[str]:
@@ -55,8 +55,6 @@ def test_each_compile_makes_fresh_plugin_instances() -> None:
     [
         ({}, 'profile "p": spec.schedulerName: Field required'),
         ({"schedulerName": ""}, 'profile "p": spec.schedulerName: String should have at least 1 character'),
-        ({"schedulerName": "s", "filters": [{"name": "Nope"}]},
-         'profile "p": filters[0] Nope: name: Unsupported value: "Nope": known plugins: NodeUnschedulable, '),
         ({"schedulerName": "s", "filters": [{"name": "PreferNode"}]},
          'profile "p": filters[0] PreferNode: name: PreferNode is not a filter plugin'),
         ({"schedulerName": "s", "scores": [{"name": "NodePorts"}]},
@@ -98,6 +96,15 @@ def test_refused(spec: dict, message: str) -> None:
     assert caught.value.reason == "InvalidArgs"
 
 
+@pytest.mark.parametrize("section", ["filters", "scores", "postFilters"])
+def test_unknown_plugin_is_its_own_reason(section: str) -> None:
+    with pytest.raises(UnknownPluginError) as caught:
+        compile_profile("p", {"schedulerName": "s", section: [{"name": "Nope"}]})
+    assert str(caught.value).startswith(f'profile "p": {section}[0] Nope: name: unknown plugin "Nope" (installed: ')
+    assert "DefaultPreemption, ImageLocality, " in str(caught.value)
+    assert caught.value.reason == "UnknownPlugin"
+
+
 def test_none_spec_is_refused() -> None:
     with pytest.raises(ProfileError, match="schedulerName: Field required"):
         compile_profile("p", None)
@@ -118,3 +125,25 @@ def test_warnings_are_collected_once() -> None:
                                     "scores": [{"name": "NodeUtilization"}]})
     assert len(profile.warnings(ClusterState())) == 1
     assert compile_profile("q", {"schedulerName": "s"}).warnings(ClusterState()) == []
+
+
+def test_mode_defaults_to_active_and_shadow_names_its_scheduler() -> None:
+    active = compile_profile("a", {"schedulerName": "s"})
+    assert (active.shadow, active.shadow_of) == (False, None)
+    # shadowOf means nothing to an Active profile: it serves its schedulerName as ever
+    assert compile_profile("a", {"schedulerName": "s", "shadowOf": "default-scheduler"}).shadow_of is None
+    shadow = compile_profile("b", {"schedulerName": "s", "mode": "Shadow", "shadowOf": "default-scheduler"})
+    assert (shadow.shadow, shadow.shadow_of, shadow.scheduler_name) == (True, "default-scheduler", "s")
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"schedulerName": "s", "mode": "Shadow"},
+     'profile "p": spec.shadowOf: Required value: required when spec.mode is Shadow'),
+    ({"schedulerName": "s", "mode": "Passive", "shadowOf": "x"}, 'profile "p": spec.mode: Input should be'),
+    ({"schedulerName": "s", "mode": "Shadow", "shadowOf": ""}, 'profile "p": spec.shadowOf: String should have'),
+])
+def test_shadow_mode_refused(spec: dict, message: str) -> None:
+    with pytest.raises(ProfileError) as raised:
+        compile_profile("p", spec)
+    assert str(raised.value).startswith(message)
+    assert raised.value.reason == "InvalidArgs"

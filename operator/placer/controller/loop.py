@@ -21,6 +21,10 @@ A decision with a preemption (`Decision.preemption`) nominates the pod to its no
 itself and hands the victims to `placer.controller.preemption` (a task, no bind slot); the pod
 waits for a victim to go. Assuming a pod drops its nomination (kube's assume), and a failure in
 its binding clears it; a failed preemption that found no candidate clears it too.
+
+Shadow profiles' decisions (`placer.controller.shadow`) are taken by this loop too, never before
+an active pod that is ready: in its idle time, and between active pods only within
+`shadow_busy_share` of the time. They hold no bind slot and write nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from placer.controller.kube import BindOutcome, BindResult
 from placer.controller.prebind import PLUGIN as VOLUME_BINDING
 from placer.controller.prebind import VolumeBinder, VolumeOutcome, VolumeResult
 from placer.controller.preemption import VICTIM_GONE, Preemptions, keeps_nomination
+from placer.controller.shadow import ShadowWork
 from placer.controller.state import SchedulerState
 from placer.engine.framework import ClusterEvent
 from placer.engine.objects import PodInfo
@@ -59,6 +64,8 @@ class SchedulingLoop:
         self._stopping = asyncio.Event()
         self.volumes = VolumeBinder(state, self._stopping)
         self.preemptions = Preemptions(state)
+        # shadow profiles' decisions: in idle time, and within a small share of the busy time
+        self.shadow = ShadowWork(state.shadows, state.cluster, share=state.options.shadow_busy_share)
         state.metrics.volume_binds_waiting.source = lambda: [({}, len(self._volume_binds))]
         self.debug = logger.isEnabledFor(logging.DEBUG)
 
@@ -90,6 +97,9 @@ class SchedulingLoop:
                 if pod is not None:
                     queue.retry_now(pod.key)
                 self._slots.release()
+                if pod is None and self.shadow.idle():
+                    await asyncio.sleep(0)  # then look at the queue again: active pods go first
+                    continue
                 await self._idle()
                 continue
             try:
@@ -99,7 +109,8 @@ class SchedulingLoop:
                 raise
             if not started:
                 self._slots.release()
-            await asyncio.sleep(0)  # let the watch handlers run between pods
+            await asyncio.sleep(0)  # let the bind go out and the watch handlers run between pods
+            self.shadow.busy()  # then a shadow decision, if its share of the time allows
 
     async def _idle(self) -> None:
         delay = self.state.queue.next_ready_in()

@@ -24,8 +24,10 @@ from placer.controller.health import HealthServer
 from placer.controller.kube import ApiError, KubeClient
 from placer.controller.loop import SchedulingLoop
 from placer.controller.options import Options
+from placer.controller.pod_watch import PodWatch
 from placer.controller.settings import configure_settings
 from placer.controller.state import SchedulerState
+from placer.plugins import log_plugins
 
 __all__ = ["LogfmtFormatter", "configure_logging", "operate", "run"]
 
@@ -102,6 +104,10 @@ class _Runtime:
             await state.reporter.drain(timeout=2.0)
             if state.leader is not None:
                 await state.leader.release()
+        # the pod watch's streams are tasks started after Kopf's: Kopf would wait 5 s for them
+        task = state.tasks.pop("pod watch", None)
+        if task is not None:
+            await _stop_task(task)
 
     async def close(self) -> None:
         await self.stop_scheduling()
@@ -146,10 +152,12 @@ async def operate(
             "coordinator": state.coordinate(),
             "scheduling loop": scheduling.run(),
             "profile status writer": state.write_profile_statuses(),
+            "shadow status writer": state.write_shadow_statuses(),
             "node metrics poller": state.poll_node_metrics_forever(),
             "api pinger": state.ping_forever(),
             "resync verifier": state.verify_provisional_forever(),
             "relist reconciler": state.reconcile_forever(),
+            "pod watch": PodWatch(state).run(),
             "api prober": state.probe_api_forever(),
         }
         if state.leader is not None:
@@ -185,6 +193,7 @@ def run(namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbos
         f"on lease {options.lease_namespace}/{options.lease_name}" if leader_elect else "off",
         options.identity,
     )
+    log_plugins()
     try:
         asyncio.run(operate(options))
     except KeyboardInterrupt:

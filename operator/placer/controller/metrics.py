@@ -173,10 +173,30 @@ class Metrics:
             "placer_reports_dropped_total", "Events and condition writes dropped because their queue was full."
         )
         self.api_errors = Counter("placer_api_errors_total", "Failed API calls made by placer itself, by call.")
+        self.shadow_decisions = Counter(
+            "placer_shadow_decisions_total",
+            "Shadow profiles' choices compared with the node the shadowed scheduler bound the pod to, by "
+            "profile and outcome (same, equal: another node of the best total, different, unschedulable: "
+            "Placer found no node).",
+        )
+        self.shadow_late = Counter(
+            "placer_shadow_late_decisions_total",
+            "Shadowed pods bound before their shadow decision was taken (active work goes first), decided "
+            "then against the cluster without them, by profile.",
+        )
+        self.shadow_dropped = Counter(
+            "placer_shadow_dropped_total",
+            "Shadowed pods forgotten, undecided or unbound, because their shadow profile remembered too "
+            "many, by profile.",
+        )
+        self.shadow_waiting = Gauge(
+            "placer_shadow_waiting_pods", "Shadowed pods waiting for a shadow decision, by profile."
+        )
         self._all: list[_Metric] = [
             self.attempts, self.attempt_duration, self.pending, self.reloads, self.bindings, self.volume_binds,
             self.volume_binds_waiting, self.preemptions, self.preemption_victims, self.leader,
-            self.reports_dropped, self.api_errors,
+            self.reports_dropped, self.api_errors, self.shadow_decisions, self.shadow_late, self.shadow_dropped,
+            self.shadow_waiting,
         ]
 
     def render(self) -> str:

@@ -69,6 +69,13 @@ class Options:
     # after Kopf re-lists a kind (its watch expired), wait this long, then resync and prune
     relist_settle: float = 1.0
 
+    # shadow profiles (API.md §5): their decisions take at most this share of the scheduling
+    # loop's time while active pods are ready (all of its idle time otherwise), each remembers at
+    # most `shadow_memory` pods, and its status.shadow is written at most every interval
+    shadow_busy_share: float = 0.05
+    shadow_memory: int = 10_000
+    shadow_status_interval: float = 5.0
+
     # NodeMetrics for NodeUtilization, polled only while an active profile uses it
     metrics_poll_interval: float = 15.0
 

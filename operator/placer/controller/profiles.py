@@ -1,10 +1,14 @@
 """The SchedulerProfile registry: compiled profiles, who owns which schedulerName, and the status.
 
 - A spec is compiled once per change. A bad spec leaves the last good compiled version in place
-  (it keeps scheduling) and sets `Ready=False, reason=InvalidArgs` with the engine's message.
+  (it keeps scheduling) and sets `Ready=False` with the engine's message and its reason:
+  `UnknownPlugin` when it names a plugin no installed package provides, else `InvalidArgs`.
 - Two profiles claiming one schedulerName: the older (creationTimestamp, then name) owns it, the
   other gets `Ready=False, reason=Conflict`. Every change re-evaluates ownership, so deleting the
   owner hands the name to the next claimant.
+- A Shadow profile (`spec.mode: Shadow`) owns no schedulerName, so it conflicts with no one; it
+  is Ready once it compiles, and `shadow_profiles()` hands it to `placer.controller.shadow`,
+  which finds it by the `spec.shadowOf` it watches (several may shadow one scheduler).
 - `active(scheduler_name)` is a dict lookup of an immutable `Profile`: the loop takes it once per
   cycle, so no pod is ever scored by a mix of two versions.
 - The status (`observedGeneration` and the `Ready` condition) is written through the status
@@ -94,6 +98,7 @@ class ProfileEntry:
     spec: Any = None
     compiled: Profile | None = None  # the last good version
     error: str | None = None  # why the current spec cannot be used
+    error_reason: str = ""  # the status reason of `error` (ProfileError.reason)
     observed: ReadyStatus | None = None  # what the object shows
     written: ReadyStatus | None = None  # what we wrote and the watch has not shown yet
 
@@ -123,7 +128,13 @@ class ProfileRegistry:
 
     @property
     def uses_metrics(self) -> bool:
-        return any(uses_node_utilization(profile) for profile in self._active.values())
+        profiles = (*self._active.values(), *self.shadow_profiles().values())
+        return any(uses_node_utilization(profile) for profile in profiles)
+
+    def shadow_profiles(self) -> dict[str, Profile]:
+        """Shadow profiles (API.md §5) by name, each its last good version: they own no schedulerName."""
+        return {name: entry.compiled for name, entry in self.entries.items()
+                if entry.compiled is not None and entry.compiled.shadow}
 
     # ----------------------------------------------------------------- changes (from the watch)
 
@@ -162,7 +173,7 @@ class ProfileRegistry:
         try:
             entry.compiled = compile_profile(entry.name, entry.spec, entry.generation)
         except ProfileError as error:
-            entry.error = str(error)
+            entry.error, entry.error_reason = str(error), error.reason
             self.metrics.reloads.inc(profile=entry.name, result="invalid")
             kept = f"; generation {entry.compiled.generation} keeps scheduling" if entry.compiled else ""
             logger.warning("profile %s generation %d is invalid%s: %s", entry.name, entry.generation, kept, error)
@@ -176,7 +187,7 @@ class ProfileRegistry:
         """Who owns each schedulerName: the oldest claimant with a usable (last good) version."""
         owners: dict[str, ProfileEntry] = {}
         for entry in self.entries.values():
-            if entry.compiled is None:
+            if entry.compiled is None or entry.compiled.shadow:  # a shadow owns no pods
                 continue
             name = entry.compiled.scheduler_name
             holder = owners.get(name)
@@ -207,8 +218,10 @@ class ProfileRegistry:
         generation = entry.generation
         if entry.error is not None:
             kept = f"; generation {entry.compiled.generation} keeps scheduling" if entry.compiled else ""
-            return ReadyStatus(generation, "False", "InvalidArgs", entry.error + kept)
+            return ReadyStatus(generation, "False", entry.error_reason, entry.error + kept)
         assert entry.compiled is not None
+        if entry.compiled.shadow:
+            return self._shadow_ready(entry, entry.compiled)
         scheduler_name = entry.compiled.scheduler_name
         owner = self._owners.get(scheduler_name)
         if owner is entry:
@@ -222,6 +235,14 @@ class ProfileRegistry:
             generation, "False", "Conflict",
             f'schedulerName "{scheduler_name}" is already served by the older profile "{holder}"',
         )
+
+    def _shadow_ready(self, entry: ProfileEntry, compiled: Profile) -> ReadyStatus:
+        """A shadow profile is Ready as soon as it compiles: it conflicts with no one."""
+        message = f'shadowing pods with schedulerName "{compiled.shadow_of}" (binds none)'
+        warnings = compiled.warnings(self.cluster)
+        if warnings:
+            message += "; " + "; ".join(warnings)
+        return ReadyStatus(entry.generation, "True", "Loaded", message)
 
     def status_updates(self) -> list[tuple[str, ReadyStatus]]:
         """The statuses to write now (clears the dirty marks); mark them written once they are."""

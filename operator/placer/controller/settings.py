@@ -2,9 +2,8 @@
 
 - Standalone (no KopfPeering objects) and no Kopf-posted events: leader election is ours, and
   Kopf's log-to-event posting would cost an API call per handled object.
-- Pods are watched with kube-scheduler's informer field selector: terminal pods hold no resources
-  and are never scheduled. A pod that turns terminal leaves the selection, and the watch then
-  delivers it as DELETED, which frees its resources.
+- Kopf does not watch pods: Placer's own watch does (`placer.controller.pod_watch`), with
+  kube-scheduler's informer field selector.
 - Watches ask the server to end each stream after `watch_server_timeout` (Kopf re-lists nothing
   on such an end, it just resumes from the last resourceVersion); the client gives up a stream a
   minute later, and a connect attempt after `watch_connect_timeout`.
@@ -30,7 +29,6 @@ from typing import Any
 import kopf
 
 from placer.controller.options import Options
-from placer.controller.state import ACTIVE_PODS_SELECTOR
 
 __all__ = ["EndlessBackoff", "NoDiffBase", "configure_settings"]
 
@@ -70,7 +68,6 @@ def configure_settings(settings: kopf.OperatorSettings, options: Options) -> Non
     settings.peering.standalone = True
     settings.posting.enabled = False
     settings.persistence.diffbase_storage = NoDiffBase()
-    settings.watching.field_selectors["v1", "pods"] = ACTIVE_PODS_SELECTOR
     settings.watching.server_timeout = options.watch_server_timeout
     settings.watching.client_timeout = options.watch_server_timeout + 60
     settings.watching.connect_timeout = options.watch_connect_timeout

@@ -14,15 +14,21 @@ Pods, as kube-scheduler's cache sees them:
 - nominated (`status.nominatedNodeName`, a preemptor waiting for its victims to go): a pending pod
   of ours holds that node's room (`ClusterState.nominate`) until it is bound, deleted, or its
   nomination cleared (`_follow_nomination`); every new term rebuilds them from the pods' status;
+- shadowed (its schedulerName is a Shadow profile's `shadowOf`): handed to
+  `placer.controller.shadow` when seen pending (by the leader), bound, and deleted; decided
+  there, never queued here, never written to;
 - priority: a pod without `spec.priority` (only hand-made ones) gets its PriorityClass's value as
   admission would (`resolve_priority`), when it is parsed.
 
+Pods come from Placer's own watch (`placer.controller.pod_watch`), resumed from the resync's LIST;
+every other kind from Kopf's.
+
 Deletions no event will ever tell: when a watch resumes from a resourceVersion the server has
-compacted (410 Expired), Kopf lists again and replays what exists, but objects deleted in the gap
-get no DELETED event. A listing event (type None) for an object Kopf already showed, after watch
-events of that kind, or a while after the previous listing event of that kind, means Kopf is
-re-listing; a resync with pruning follows (`relisted`). (A re-listing that finds no object at
-all cannot be told; the next resync prunes then.)
+compacted (410 Expired), the pod watch asks for a resync, and Kopf lists again and replays what
+exists, but objects deleted in the gap get no DELETED event. A listing event (type None) for an
+object Kopf already showed, after watch events of that kind, or a while after the previous
+listing event of that kind, means Kopf is re-listing; a resync with pruning follows (`relisted`).
+(A re-listing that finds no object at all cannot be told; the next resync prunes then.)
 Every resync prunes what its LIST proves gone (absent, and last seen at or before the LIST's
 resourceVersion).
 """
@@ -45,6 +51,7 @@ from placer.controller.metrics import Metrics
 from placer.controller.options import Options
 from placer.controller.profiles import ProfileRegistry
 from placer.controller.reporting import Reporter, pod_scheduled_condition
+from placer.controller.shadow import Shadows
 from placer.engine.catalog import Kind
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
@@ -128,6 +135,8 @@ class SchedulerState:
                                      max_backoff=options.max_backoff)
         self.scheduler = Scheduler()
         self.profiles = ProfileRegistry(self.cluster, self.metrics, self._owner_changed)
+        # shadow profiles' recorders: pods of the schedulers they shadow, decided and compared
+        self.shadows = Shadows(self.metrics, limit=options.shadow_memory)
         self.reporter = Reporter(
             kube, self.metrics,  # type: ignore[arg-type]  # None only in unit tests that never report
             identity=options.identity, limit=options.report_queue_limit,
@@ -182,6 +191,10 @@ class SchedulerState:
         self._clock = clock
         self.relisted = asyncio.Event()
         self.resyncs = 0
+        self.resyncs_done = 0
+        self.resynced = Signal()  # fired at the end of every resync
+        # where the pod watch (`placer.controller.pod_watch`) resumes, per listed path
+        self.pod_versions: dict[str, str] = {}
         # last seen resourceVersions of nodes and profiles (pods carry theirs), for pruning
         self._versions: dict[str, dict[str, str]] = {"nodes": {}, "profiles": {}}
         # namespaces, services, workloads, ...: every catalog kind through one path
@@ -213,6 +226,7 @@ class SchedulerState:
         self.metrics.leader.set(0)
         self.may_schedule.clear()
         self.reporter.reset()
+        self.shadows.forget_all()  # the next leader decides them
         self.wakeup.set()
         self.volumes_changed.fire()
 
@@ -239,10 +253,9 @@ class SchedulerState:
             self._from_kopf[kind].add(key)
 
     def pod_event(self, event: Mapping[str, Any]) -> None:
+        """An event of Placer's own pod watch (`placer.controller.pod_watch`), not Kopf's."""
         raw = event["object"]
-        deleted = event["type"] == "DELETED"
-        self._kopf("pods", pod_key(raw), event["type"])
-        if deleted:
+        if event["type"] == "DELETED":
             self.pod_deleted(raw)
         else:
             self.observe_pod(raw)
@@ -322,6 +335,7 @@ class SchedulerState:
             return
         if pod.node_name:
             self.unnominate(key, now_on=pod.node_name)  # bound: on its nominated node or elsewhere
+            self.shadows.bound(pod)  # a shadowed pod: compared with the shadow's choice
             self._unpend(key)
             self.queue.remove(key)
             self.reporter.forget(key)
@@ -349,6 +363,8 @@ class SchedulerState:
         if self.profiles.active(pod.scheduler_name) is not None:
             self.queue.add(pod)
             self.wakeup.set()
+        if self.shadows.watching(pod.scheduler_name) and self.is_leader() and self.shadows.created(pod):
+            self.wakeup.set()  # a shadow decision to take when the loop has time
 
     def pod_deleted(self, raw: Mapping[str, Any]) -> None:
         key = pod_key(raw)
@@ -362,6 +378,7 @@ class SchedulerState:
 
     def _forget_pod(self, key: str) -> None:
         self.unnominate(key)
+        self.shadows.deleted(key)
         self._gated.discard(key)
         self._unpend(key)
         self.queue.remove(key)
@@ -478,6 +495,10 @@ class SchedulerState:
     def observe_profile(self, raw: Mapping[str, Any]) -> None:
         self._seen_version("profiles", raw)
         self.profiles.upsert(raw)
+        self._sync_shadows()
+        status = raw.get("status")
+        self.shadows.observe_status(str((raw.get("metadata") or {}).get("name")),
+                                    status.get("shadow") if isinstance(status, Mapping) else None)
         if self.profiles.uses_metrics:
             self._metrics_wanted.set()
 
@@ -486,6 +507,21 @@ class SchedulerState:
         if isinstance(name, str):
             self._versions["profiles"].pop(name, None)
             self.profiles.delete(name)
+            self._sync_shadows()
+
+    def _sync_shadows(self) -> None:
+        """Shadow profiles added, changed or gone: a scheduler newly shadowed has its pending pods
+        queued for shadow decisions (when leading; a new term queues them all)."""
+        for scheduler_name in self.shadows.sync(self.profiles.shadow_profiles()):
+            if self.is_leader():
+                self.enqueue_shadowed(scheduler_name)
+
+    def enqueue_shadowed(self, scheduler_name: str) -> None:
+        """Queue every pending pod of a shadowed scheduler for a shadow decision."""
+        for key, pod in self.pending.get(scheduler_name, {}).items():
+            if key not in self._gated and not pod.deleting:
+                self.shadows.created(pod)
+        self.wakeup.set()
 
     def _owner_changed(self, scheduler_name: str, old: Profile | None, new: Profile | None) -> None:
         if new is None:
@@ -542,13 +578,18 @@ class SchedulerState:
             await self.poll_node_metrics()
         listed: set[str] = set()
         for pods, _ in pod_lists:
-            for raw in pods:
-                self._provisional("pods", raw, "/api/v1/namespaces/{namespace}/pods/{name}")
+            for raw in pods:  # the pod watch resumes from this LIST: nothing is provisional
                 self.observe_pod(raw)
                 listed.add(pod_key(raw))
         # the oldest of the LISTs: what is absent from it and not newer is gone
         pods_version = min((version for _, version in pod_lists), key=lambda v: int(v) if v.isdigit() else -1)
         self._prune_pods(listed, pods_version)
+        for path, (_, version) in zip(pod_paths, pod_lists, strict=True):
+            current = self.pod_versions.get(path)
+            if current is None or not _older(version, current):  # a watch ahead of this LIST keeps its place
+                self.pod_versions[path] = version
+        self.resyncs_done += 1
+        self.resynced.fire()
 
     def _prune_named(
         self, kind: str, items: list[Any], list_version: str, deleted: Callable[[Mapping[str, Any]], None]
@@ -605,8 +646,6 @@ class SchedulerState:
                 elif reply.ok:
                     raw = reply.json()
                     observe(raw)
-                    if kind == "pods" and parse_pod(raw).terminal:  # terminal pods are outside Kopf's selection
-                        del keys[key]
         return sum(len(keys) for keys in self.provisional.values())
 
     async def verify_provisional_forever(self) -> None:
@@ -659,6 +698,9 @@ class SchedulerState:
                 self.rebuild_nominations()
                 for name in self.profiles.scheduler_names():
                     self.enqueue_pending(name)
+                self.shadows.start_term()
+                for name in {recorder.target for recorder in self.shadows.recorders.values()}:
+                    self.enqueue_shadowed(name)
                 self.profiles.mark_all()
                 self.may_schedule.set()
                 logger.info("scheduling (%d nodes, %d pods pending)", self.cluster.node_count, len(self.queue))
@@ -686,6 +728,26 @@ class SchedulerState:
                     self.metrics.api_errors.inc(call="patch_profile_status")
                     self.profiles.dirty.add(name)
                     asyncio.get_running_loop().call_later(self.options.initial_backoff, self.profiles.changed.set)
+
+    async def write_shadow_statuses(self) -> None:
+        """Write shadow profiles' `status.shadow` when it changed, at most once per interval per
+        profile, through the status subresource; only the leader writes."""
+        assert self.kube is not None
+        while True:
+            await self.shadows.changed.wait()
+            self.shadows.changed.clear()
+            if not self.is_leader() or not self.may_schedule.is_set():
+                continue
+            for name, patch in self.shadows.status_patches():
+                try:
+                    reply = await self.kube.patch_profile_status(name, patch)
+                except ApiError as error:
+                    reply = None
+                    logger.warning("shadow status of profile %s: %s", name, error)
+                if reply is None or (not reply.ok and reply.status != 404):
+                    self.metrics.api_errors.inc(call="patch_profile_status")
+                    self.shadows.unwritten(name, patch)
+            await asyncio.sleep(self.options.shadow_status_interval)
 
     async def poll_node_metrics(self) -> None:
         """One poll of metrics.k8s.io NodeMetrics into the cluster (404: no metrics API, tolerated)."""
@@ -766,7 +828,9 @@ class SchedulerState:
             return False, "starting"
         if self.insights is not None:
             watched = {resource.plural for resource in getattr(self.insights, "watched_resources", ())}
-            missing = {"pods", "nodes", "schedulerprofiles"} - watched
+            missing = {"nodes", "schedulerprofiles"} - watched
+            if not self.pod_versions:  # the pod watch (ours, not Kopf's) starts from the first resync
+                missing.add("pods")
             if missing:
                 return False, "not watching " + ", ".join(sorted(missing))
         if not self.synced:

@@ -6,8 +6,9 @@ returns a boolean mask over every node slot, a score returns one value per candi
 never see the queue or the API server; the runtime (`placer.engine.runtime`) calls them.
 
 Adding a plugin: write `placer/plugins/<name>.py` with the class and its docstring (what it
-does, its args, an example profile), a `<name>_test.py` beside it, and one line in
-`placer/plugins/__init__.py`'s registry.
+does, its args, an example profile), a `<name>_test.py` beside it, and its entry point in the
+group `placer.plugins` of pyproject.toml (`Name = module:Class`), as any plugin package does;
+`placer/plugins/__init__.py` loads and checks them.
 """
 
 from __future__ import annotations

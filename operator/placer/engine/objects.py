@@ -178,6 +178,9 @@ class NodeInfo:
     allocatable: dict[str, int] = field(default_factory=dict)
     # (names, sizeBytes) for each image in status.images
     images: tuple[tuple[tuple[str, ...], int], ...] = ()
+    # metadata.annotations, for plugins that read them (plugin packages): a copy of the object's
+    # map, compared with the rest, so an annotation change is a node update as in kube-scheduler
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 def pod_key(obj: Mapping[str, Any]) -> str:
@@ -547,6 +550,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
     status = section(obj, "status")
     try:
         labels = _string_map(meta.get("labels"), "metadata.labels")
+        annotations = _string_map(meta.get("annotations"), "metadata.annotations")
         # Real nodes always report allocatable; hand-written ones may give only capacity.
         raw_allocatable = status.get("allocatable")
         if raw_allocatable is None:
@@ -581,6 +585,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
         ready=_node_ready(status),
         allocatable=allocatable,
         images=tuple(images),
+        annotations=annotations,
     )
 
 

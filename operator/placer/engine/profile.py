@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import FilterPlugin, PostFilterPlugin, ScorePlugin
-from placer.plugins import REGISTRY
+from placer.plugins import REGISTRY, unknown_plugin
 
 __all__ = [
     "API_VERSION",
@@ -27,6 +27,7 @@ __all__ = [
     "Profile",
     "ProfileError",
     "SchedulerProfileSpec",
+    "UnknownPluginError",
     "compile_profile",
     "format_location",
 ]
@@ -71,6 +72,13 @@ class ProfileError(ValueError):
     reason = "InvalidArgs"
 
 
+class UnknownPluginError(ProfileError):
+    """A profile naming a plugin no installed package provides: its own reason, so `kubectl get sp`
+    tells a missing plugin package apart from a typo in the args."""
+
+    reason = "UnknownPlugin"
+
+
 class PluginRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -87,6 +95,8 @@ class SchedulerProfileSpec(BaseModel):
     filters: list[PluginRef] | None = None
     scores: list[PluginRef] | None = None
     postFilters: list[PluginRef] | None = None
+    mode: Literal["Active", "Shadow"] = "Active"
+    shadowOf: str | None = Field(default=None, min_length=1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +110,13 @@ class Profile:
     scores: tuple[tuple[ScorePlugin, int], ...]
     generation: int = 0
     post_filters: tuple[PostFilterPlugin, ...] = ()
+    #: `spec.shadowOf` of a Shadow profile: whose pods it decides for without binding; None when
+    #: Active (a shadow owns no pods: its own scheduler_name is never served)
+    shadow_of: str | None = None
+
+    @property
+    def shadow(self) -> bool:
+        return self.shadow_of is not None
 
     def warnings(self, cluster: ClusterState) -> list[str]:
         seen: list[str] = []
@@ -164,7 +181,7 @@ def _instantiate(profile: str, section: str, index: int, ref: PluginRef) -> Any:
     where = f'profile "{profile}": {section}[{index}] {ref.name}'
     plugin_class = REGISTRY.get(ref.name)
     if plugin_class is None:
-        raise ProfileError(f'{where}: name: Unsupported value: "{ref.name}": known plugins: {", ".join(REGISTRY)}')
+        raise UnknownPluginError(f"{where}: name: {unknown_plugin(ref.name)}")
     wanted, role = SECTIONS[section]
     if not issubclass(plugin_class, wanted):
         raise ProfileError(f"{where}: name: {ref.name} is not a {role} plugin")
@@ -191,6 +208,8 @@ def compile_profile(name: str, spec: Mapping[str, Any] | None, generation: int =
     filters = model.filters if model.filters is not None else [PluginRef(**f) for f in DEFAULT_FILTERS]
     scores = model.scores if model.scores is not None else [PluginRef(**s) for s in DEFAULT_SCORES]
     post = model.postFilters if model.postFilters is not None else [PluginRef(**p) for p in DEFAULT_POST_FILTERS]
+    if model.mode == "Shadow" and model.shadowOf is None:
+        raise ProfileError(f'profile "{name}": spec.shadowOf: Required value: required when spec.mode is Shadow')
     _duplicates("filters", filters, name)
     _duplicates("scores", scores, name)
     _duplicates("postFilters", post, name)
@@ -205,4 +224,5 @@ def compile_profile(name: str, spec: Mapping[str, Any] | None, generation: int =
         scores=score_plugins,  # type: ignore[arg-type]
         generation=generation,
         post_filters=post_plugins,
+        shadow_of=model.shadowOf if model.mode == "Shadow" else None,
     )

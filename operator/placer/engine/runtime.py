@@ -32,6 +32,7 @@ __all__ = [
     "Decision",
     "NodeScore",
     "Scheduler",
+    "Weighed",
     "fit_error_message",
     "nodes_to_find",
 ]
@@ -49,6 +50,25 @@ class NodeScore:
 
     def as_dict(self) -> dict[str, object]:
         return {"node": self.node, "total": self.total, "plugins": dict(self.plugins)}
+
+
+@dataclass(frozen=True, slots=True)
+class Weighed:
+    """The candidates' totals and per-plugin scores (None: the plugin does not apply, 0 everywhere),
+    and their positions best first (total, then node name)."""
+
+    slots: np.ndarray
+    totals: np.ndarray
+    per_plugin: list[tuple[str, np.ndarray | None]]
+    order: np.ndarray
+
+    def node_score(self, cluster: ClusterState, i: int) -> NodeScore:
+        """The `i`-th candidate (a position in `slots`) as a NodeScore."""
+        return NodeScore(
+            node=cluster.names[self.slots[i]],
+            total=int(self.totals[i]),
+            plugins={name: 0 if scores is None else int(scores[i]) for name, scores in self.per_plugin},
+        )
 
 
 @dataclass(slots=True)
@@ -74,6 +94,9 @@ class Decision:
     #: why the PostFilter plugins found nothing (`preemption: 0/5 nodes are available: ...`);
     #: None when they did (or there are none)
     post_filter_message: str | None = None
+    #: every scored candidate's total (references only: a shadow profile compares another
+    #: scheduler's node with them); None when unschedulable
+    weighed: Weighed | None = None
 
     @property
     def full_message(self) -> str | None:
@@ -223,10 +246,20 @@ class Scheduler:
 
         return check, fits
 
-    @staticmethod
+    @classmethod
     def _score(
-        pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int
+        cls, pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int
     ) -> None:
+        weighed = cls.weigh(pod, profile, cluster, slots)
+        decision.node = cluster.names[slots[weighed.order[0]]]
+        decision.weighed = weighed
+        decision.feasible = int(slots.size)
+        decision.top = [weighed.node_score(cluster, i) for i in weighed.order[:top]]
+
+    @staticmethod
+    def weigh(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray) -> Weighed:
+        """Every score plugin on the candidate `slots`, normalised and weighted, and the candidates
+        best first; shared with `placer explain`, which scores nodes the cycle would not pick."""
         totals = np.zeros(slots.size, dtype=np.int64)
         per_plugin: list[tuple[str, np.ndarray | None]] = []
         for plugin, weight in profile.scores:
@@ -236,19 +269,9 @@ class Scheduler:
                 per_plugin.append((plugin.name, scores))
             else:  # the plugin does not apply: 0 on every node
                 per_plugin.append((plugin.name, None))
-
         ranks = cluster.name_rank()[slots]
         order = np.lexsort((ranks, -totals))  # best total first, then smaller node name
-        decision.node = cluster.names[slots[order[0]]]
-        decision.feasible = int(slots.size)
-        decision.top = [
-            NodeScore(
-                node=cluster.names[slots[i]],
-                total=int(totals[i]),
-                plugins={name: 0 if scores is None else int(scores[i]) for name, scores in per_plugin},
-            )
-            for i in order[:top]
-        ]
+        return Weighed(slots, totals, per_plugin, order)
 
     @staticmethod
     def assume(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:

@@ -72,6 +72,10 @@ class NodeResourcesBalancedAllocation(ScorePlugin[BalancedAllocationArgs]):
             fractions.append(np.where(allocatable > 0, fraction, np.nan))
         if not fractions:
             return np.full(len(slots), MAX_NODE_SCORE, dtype=np.int64)
+        if len(fractions) == 2:  # the default (cpu, memory): kube's std of two is half their distance
+            distance = np.abs(fractions[0] - fractions[1])  # NaN where a node lacks either
+            std = np.where(np.isnan(distance), 0.0, distance / 2)
+            return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
         matrix = np.vstack(fractions)
         known = ~np.isnan(matrix)
         counted = known.sum(axis=0)
