@@ -527,3 +527,12 @@ def watching(emu: Any, paths: Iterable[str] = WATCHED_PATHS) -> bool:
     """Whether a watch stream is open on each of `paths` (an operator past its initial listing)."""
     open_paths = {r.path for r in emu.requests if r.is_watch and r.duration is None and r.status == 200}
     return all(path in open_paths for path in paths)
+
+
+def profile_ready(emu: Any, name: str) -> dict[str, Any] | None:
+    """A SchedulerProfile's Ready condition as the emulator holds it, with its observedGeneration."""
+    obj = emu.get("sp", name) or {}
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return {**condition, "observedGeneration": obj["status"].get("observedGeneration")}
+    return None

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 
 from tests.controller.helpers import OperatorThread, until
+from tests.controller.helpers import profile_ready as ready
 from tests.kubeemu import KubeEmulator
 
 Start = Callable[..., Awaitable[OperatorThread]]
@@ -23,14 +24,6 @@ def node_of(emu: KubeEmulator, name: str, namespace: str = "default") -> str | N
 
 def prefer(node: str) -> list[dict[str, Any]]:
     return [{"name": "PreferNode", "weight": 100, "args": {"nodes": [node]}}]
-
-
-def ready(emu: KubeEmulator, name: str) -> dict[str, Any] | None:
-    obj = emu.get("sp", name) or {}
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return {**condition, "observedGeneration": obj["status"].get("observedGeneration")}
-    return None
 
 
 def events_of(emu: KubeEmulator, name: str, reason: str | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.controller.helpers import OperatorThread, until
+from tests.controller.helpers import profile_ready as ready
 from tests.kubeemu import ApiError, KubeEmulator
 
 Start = Callable[..., Awaitable[OperatorThread]]
@@ -22,14 +23,6 @@ KEY = "placer.dev/score"
 def node_of(emu: KubeEmulator, name: str) -> str | None:
     pod = emu.get("pods", name, "default")
     return None if pod is None else pod["spec"].get("nodeName")
-
-
-def ready(emu: KubeEmulator, name: str) -> dict[str, Any] | None:
-    obj = emu.get("sp", name) or {}
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return {**condition, "observedGeneration": obj["status"].get("observedGeneration")}
-    return None
 
 
 def annotated_scores(key: str = KEY) -> list[dict[str, Any]]:
