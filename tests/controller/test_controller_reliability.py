@@ -11,6 +11,8 @@ import pytest
 from placer.controller.kube import BindOutcome, BindResult
 from placer.controller.loop import SchedulingLoop
 from placer.controller.settings import EndlessBackoff
+from placer.engine.kinds import KINDS_BY_NAME
+from placer.testing import namespace
 
 from tests.controller.helpers import FakeKube, node, pod, profile, unit_state, until
 
@@ -27,11 +29,11 @@ def test_a_relisting_is_told_from_the_first_listing() -> None:
     state = unit_state()
     state._clock = lambda: now[0]
     # the first listing: objects Kopf never showed, in one burst
-    state.node_event({"type": None, "object": node("a")})
-    state.node_event({"type": None, "object": node("b")})
+    state.profile_event({"type": None, "object": profile("a")})
+    state.profile_event({"type": None, "object": profile("b")})
     assert not state.relisted.is_set()
     # an object Kopf already showed, listed again
-    state.node_event({"type": None, "object": node("a")})
+    state.profile_event({"type": None, "object": profile("a")})
     assert state.relisted.is_set()
     # after watch events of that kind
     state.relisted.clear()
@@ -41,9 +43,10 @@ def test_a_relisting_is_told_from_the_first_listing() -> None:
     assert state.relisted.is_set()
     # only new objects, but long after the previous listing event
     state.relisted.clear()
-    state.profile_event({"type": None, "object": profile("p")})
+    namespaces = KINDS_BY_NAME["Namespace"]
+    state.object_event(namespaces, {"type": None, "object": namespace("p")})
     now[0] += 5.0
-    state.profile_event({"type": None, "object": profile("q")})
+    state.object_event(namespaces, {"type": None, "object": namespace("q")})
     assert state.relisted.is_set()
 
 

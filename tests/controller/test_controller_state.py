@@ -140,39 +140,39 @@ async def test_resync_then_objects_kopf_never_confirms_are_checked_and_dropped()
     await state.resync()
     assert state.profiles.active("placer") is not None and state.cluster.node_count == 2
     assert state.cluster.catalog.count("Namespace") == 2 and state.cluster.catalog.count("ReplicaSet") == 1
-    # pods are not provisional: Placer's own pod watch resumes from this very LIST
+    # pods and nodes are not provisional: Placer's own watches resume from this very LIST
     assert {kind: len(keys) for kind, keys in state.provisional.items() if keys} == {
-        "nodes": 2, "profiles": 1, "namespaces": 2, "replicasets": 1}
-    assert list(state.pod_versions) == ["/api/v1/pods"]
-    # Kopf's own listing shows what still exists; the profile, "ghost", namespace "gone" and the
+        "profiles": 1, "namespaces": 2, "replicasets": 1}
+    assert {kind: list(paths) for kind, paths in state.watch_versions.items()} == {
+        "pods": ["/api/v1/pods"], "nodes": ["/api/v1/nodes"]}
+    # Kopf's own listing shows what still exists; the profile, namespace "gone" and the
     # replicaset were deleted in between
-    state.node_event({"type": None, "object": node("n1")})
     state.object_event(KINDS_BY_NAME["Namespace"], {"type": None, "object": namespace("team-a")})
     assert await state.verify_provisional() == 0
     assert sorted(kube.gets) == [
-        "/api/v1/namespaces/gone", "/api/v1/nodes/ghost", "/apis/apps/v1/namespaces/team-a/replicasets/web",
+        "/api/v1/namespaces/gone", "/apis/apps/v1/namespaces/team-a/replicasets/web",
         "/apis/placer.dev/v1alpha1/schedulerprofiles/p"]
     assert state.profiles.active("placer") is None
     assert state.cluster.catalog.count("Namespace") == 1 and state.cluster.catalog.count("ReplicaSet") == 0
-    assert state.cluster.node_names() == ["n1"]
     assert cpu_requested(state, "n1") == 1000
 
 
 async def test_objects_still_there_stay_provisional_until_kopf_shows_them() -> None:
     kube = FakeKube()
-    kube.lists = {"/api/v1/nodes": [node("n1")]}
-    kube.objects = {"/api/v1/nodes/n1": node("n1", labels={"new": "label"})}
+    kube.lists = {"/api/v1/namespaces": [namespace("team-a")]}
+    kube.objects = {"/api/v1/namespaces/team-a": namespace("team-a", labels={"new": "label"})}
     state = unit_state(kube)
     await state.resync()
     assert await state.verify_provisional() == 1
-    assert state.cluster.node("n1").labels.get("new") == "label"  # the fresher copy was applied
-    state.node_event({"type": "MODIFIED", "object": node("n1", labels={"new": "label"})})
+    kind = KINDS_BY_NAME["Namespace"]
+    assert state.cluster.catalog.get(kind.name, "team-a").labels.get("new") == "label"  # the fresher copy
+    state.object_event(kind, {"type": "MODIFIED", "object": namespace("team-a", labels={"new": "label"})})
     assert await state.verify_provisional() == 0
 
 
 async def test_many_unconfirmed_objects_wait_for_kopf_instead_of_a_get_each() -> None:
     kube = FakeKube()
-    kube.lists = {"/api/v1/nodes": [node(f"n{i}") for i in range(150)]}
+    kube.lists = {"/api/v1/namespaces": [namespace(f"ns{i}") for i in range(150)]}
     state = unit_state(kube)
     await state.resync()
     assert await state.verify_provisional(limit=100) == 150

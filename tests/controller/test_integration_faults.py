@@ -244,22 +244,29 @@ async def test_no_hot_loop_while_the_api_server_is_unreachable(kube_emulator: Ku
     assert_sound(emu, first + late)
 
 
-async def test_pods_are_listed_once_and_watched_from_that_list(kube_emulator: KubeEmulator, launch: Launch) -> None:
-    """Placer's own pod watch: one LIST of pods at startup (no second one by Kopf), the watch resumes
-    from that LIST's resourceVersion, and an event on the stream reaches the engine."""
+@pytest.mark.parametrize("path", ["/api/v1/pods", "/api/v1/nodes"])
+async def test_pods_and_nodes_are_listed_once_and_watched_from_that_list(
+    kube_emulator: KubeEmulator, launch: Launch, path: str
+) -> None:
+    """Placer's own pod and node watches: one LIST at startup (no second one by Kopf), the watch
+    resumes from that LIST's resourceVersion, and events on the streams reach the engine."""
     emu = kube_emulator
     setup(emu)
     first = add_pods(emu, "p", 3)
     await launch()
     await until(lambda: all_bound(emu, first) and watching(emu))
-    pod_requests = [r for r in emu.requests if r.method == "GET" and r.path == "/api/v1/pods"]
-    lists = [r for r in pod_requests if not r.is_watch]
-    watches = [r for r in pod_requests if r.is_watch]
+    requests = [r for r in emu.requests if r.method == "GET" and r.path == path]
+    lists = [r for r in requests if not r.is_watch]
+    watches = [r for r in requests if r.is_watch]
     assert len(lists) == 1, [r.query for r in lists]
-    assert parse_qs(lists[0].query)["fieldSelector"] == ["status.phase!=Succeeded,status.phase!=Failed"]
+    if path.endswith("pods"):
+        assert parse_qs(lists[0].query)["fieldSelector"] == ["status.phase!=Succeeded,status.phase!=Failed"]
     watch_query = parse_qs(watches[0].query)
     assert watch_query["allowWatchBookmarks"] == ["true"] and watch_query["resourceVersion"][0].isdigit()
-    later = add_pods(emu, "q", 2)  # only the watch can tell about these
-    await until(lambda: all_bound(emu, later))
-    assert len([r for r in emu.requests if r.path == "/api/v1/pods" and not r.is_watch]) == 1
-    assert_sound(emu, first + later)
+    emu.add_node("big", cpu="16")  # only the node watch can tell about it
+    emu.add_pod("huge", scheduler_name="placer", cpu="8")  # only the pod watch can, and it fits "big" alone
+    later = add_pods(emu, "q", 2)
+    await until(lambda: all_bound(emu, [*later, "huge"]))
+    assert bound_node(emu, "huge") == "big"
+    assert len([r for r in emu.requests if r.path == path and not r.is_watch]) == 1
+    assert_sound(emu, [*first, *later, "huge"])

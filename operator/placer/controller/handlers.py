@@ -1,7 +1,7 @@
 """Kopf handlers: a few lines each, feeding the state. All return None, so Kopf writes nothing.
 
-Pods are not among them: they come through Placer's own watch (`placer.controller.pod_watch`),
-where an event costs a tenth of what it costs through Kopf.
+Pods and nodes are not among them: they come through Placer's own watches
+(`placer.controller.informers`), where an event costs a tenth of what it costs through Kopf.
 
 Only `@kopf.on.event` (no on.create/resume, daemons or timers: those would write annotations,
 finalizers or status on pods) and no `@kopf.index` (an index holds every handler back until the
@@ -51,10 +51,6 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> None:
         state: SchedulerState = memo.placer
         assert state.kube is not None
         return await connection_info(state.kube.configuration)
-
-    @kopf.on.event("v1", "nodes", registry=registry)
-    async def node_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-        memo.placer.node_event(event)
 
     @kopf.on.event("placer.dev", "v1alpha1", "schedulerprofiles", registry=registry)
     async def profile_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:

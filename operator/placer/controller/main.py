@@ -21,10 +21,10 @@ from kubernetes_asyncio.config import ConfigException
 
 from placer.controller.handlers import register
 from placer.controller.health import HealthServer
+from placer.controller.informers import node_informer, pod_informer
 from placer.controller.kube import ApiError, KubeClient
 from placer.controller.loop import SchedulingLoop
 from placer.controller.options import Options
-from placer.controller.pod_watch import PodWatch
 from placer.controller.settings import configure_settings
 from placer.controller.state import SchedulerState
 from placer.plugins import log_plugins
@@ -104,10 +104,11 @@ class _Runtime:
             await state.reporter.drain(timeout=2.0)
             if state.leader is not None:
                 await state.leader.release()
-        # the pod watch's streams are tasks started after Kopf's: Kopf would wait 5 s for them
-        task = state.tasks.pop("pod watch", None)
-        if task is not None:
-            await _stop_task(task)
+        # the informers' streams are tasks started after Kopf's: Kopf would wait 5 s for them
+        for name in ("pod watch", "node watch"):
+            task = state.tasks.pop(name, None)
+            if task is not None:
+                await _stop_task(task)
 
     async def close(self) -> None:
         await self.stop_scheduling()
@@ -157,7 +158,8 @@ async def operate(
             "api pinger": state.ping_forever(),
             "resync verifier": state.verify_provisional_forever(),
             "relist reconciler": state.reconcile_forever(),
-            "pod watch": PodWatch(state).run(),
+            "pod watch": pod_informer(state).run(),
+            "node watch": node_informer(state).run(),
             "api prober": state.probe_api_forever(),
         }
         if state.leader is not None:

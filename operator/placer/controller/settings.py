@@ -2,8 +2,7 @@
 
 - Standalone (no KopfPeering objects) and no Kopf-posted events: leader election is ours, and
   Kopf's log-to-event posting would cost an API call per handled object.
-- Kopf does not watch pods: Placer's own watch does (`placer.controller.pod_watch`), with
-  kube-scheduler's informer field selector.
+- Kopf does not watch pods or nodes: Placer's own informers do (`placer.controller.informers`).
 - Watches ask the server to end each stream after `watch_server_timeout` (Kopf re-lists nothing
   on such an end, it just resumes from the last resourceVersion); the client gives up a stream a
   minute later, and a connect attempt after `watch_connect_timeout`.

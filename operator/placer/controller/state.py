@@ -20,8 +20,8 @@ Pods, as kube-scheduler's cache sees them:
 - priority: a pod without `spec.priority` (only hand-made ones) gets its PriorityClass's value as
   admission would (`resolve_priority`), when it is parsed.
 
-Pods come from Placer's own watch (`placer.controller.pod_watch`), resumed from the resync's LIST;
-every other kind from Kopf's.
+Pods and nodes come from Placer's own watches (`placer.controller.informers`), resumed from the
+resync's LIST; every other kind from Kopf's.
 
 Deletions no event will ever tell: when a watch resumes from a resourceVersion the server has
 compacted (410 Expired), the pod watch asks for a resync, and Kopf lists again and replays what
@@ -193,8 +193,8 @@ class SchedulerState:
         self.resyncs = 0
         self.resyncs_done = 0
         self.resynced = Signal()  # fired at the end of every resync
-        # where the pod watch (`placer.controller.pod_watch`) resumes, per listed path
-        self.pod_versions: dict[str, str] = {}
+        # where the watches of `placer.controller.informers` resume: kind -> listed path -> version
+        self.watch_versions: dict[str, dict[str, str]] = {"pods": {}, "nodes": {}}
         # last seen resourceVersions of nodes and profiles (pods carry theirs), for pruning
         self._versions: dict[str, dict[str, str]] = {"nodes": {}, "profiles": {}}
         # namespaces, services, workloads, ...: every catalog kind through one path
@@ -253,7 +253,7 @@ class SchedulerState:
             self._from_kopf[kind].add(key)
 
     def pod_event(self, event: Mapping[str, Any]) -> None:
-        """An event of Placer's own pod watch (`placer.controller.pod_watch`), not Kopf's."""
+        """An event of Placer's own pod watch (`placer.controller.informers`), not Kopf's."""
         raw = event["object"]
         if event["type"] == "DELETED":
             self.pod_deleted(raw)
@@ -261,10 +261,9 @@ class SchedulerState:
             self.observe_pod(raw)
 
     def node_event(self, event: Mapping[str, Any]) -> None:
+        """An event of Placer's own node watch (`placer.controller.informers`), not Kopf's."""
         raw = event["object"]
-        deleted = event["type"] == "DELETED"
-        self._kopf("nodes", str((raw.get("metadata") or {}).get("name")), event["type"])
-        if deleted:
+        if event["type"] == "DELETED":
             self.node_deleted(raw)
         else:
             self.observe_node(raw)
@@ -560,10 +559,10 @@ class SchedulerState:
             nodes_job, profiles_job, *catalog_jobs, *pods_jobs)
         catalog_lists, pod_lists = lists[: len(CATALOG_KINDS)], lists[len(CATALOG_KINDS):]
         self.resyncs += 1
-        for raw in nodes:
-            self._provisional("nodes", raw, "/api/v1/nodes/{name}")
+        for raw in nodes:  # the node watch resumes from this LIST: nothing is provisional
             self.observe_node(raw)
         self._prune_named("nodes", nodes, nodes_version, self.node_deleted)
+        self._watch_from("nodes", "/api/v1/nodes", nodes_version)
         for raw in profiles:
             self._provisional("profiles", raw, PROFILES_PATH + "/{name}")
             self.observe_profile(raw)
@@ -585,11 +584,15 @@ class SchedulerState:
         pods_version = min((version for _, version in pod_lists), key=lambda v: int(v) if v.isdigit() else -1)
         self._prune_pods(listed, pods_version)
         for path, (_, version) in zip(pod_paths, pod_lists, strict=True):
-            current = self.pod_versions.get(path)
-            if current is None or not _older(version, current):  # a watch ahead of this LIST keeps its place
-                self.pod_versions[path] = version
+            self._watch_from("pods", path, version)
         self.resyncs_done += 1
         self.resynced.fire()
+
+    def _watch_from(self, kind: str, path: str, version: str) -> None:
+        """Where the informer of `kind` resumes: this LIST's version, unless its watch is ahead."""
+        current = self.watch_versions[kind].get(path)
+        if current is None or not _older(version, current):
+            self.watch_versions[kind][path] = version
 
     def _prune_named(
         self, kind: str, items: list[Any], list_version: str, deleted: Callable[[Mapping[str, Any]], None]
@@ -828,9 +831,8 @@ class SchedulerState:
             return False, "starting"
         if self.insights is not None:
             watched = {resource.plural for resource in getattr(self.insights, "watched_resources", ())}
-            missing = {"nodes", "schedulerprofiles"} - watched
-            if not self.pod_versions:  # the pod watch (ours, not Kopf's) starts from the first resync
-                missing.add("pods")
+            missing = {"schedulerprofiles"} - watched
+            missing |= {kind for kind, versions in self.watch_versions.items() if not versions}  # ours
             if missing:
                 return False, "not watching " + ", ".join(sorted(missing))
         if not self.synced:

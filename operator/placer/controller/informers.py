@@ -1,12 +1,12 @@
-"""Placer's own watch of pods: kube-scheduler's pod informer, not Kopf's.
+"""Placer's own watches of pods and nodes: kube-scheduler's informers, not Kopf's.
 
-Pods are the one kind whose events come at the scheduling rate (each pod is listed or added, then
-bound, then deleted), so their per-event cost is paid per pod. Through Kopf each event cost about
-0.5 ms of CPU on a real API server (a Body, three loggers, the object's memory, cause detection,
-handler bookkeeping), about a fifth of Placer's CPU per pod, and Kopf's initial listing of the
-pods duplicated the resync's. Here the resync's LIST is the listing (`SchedulerState.resync`
-records each path's resourceVersion) and the watch resumes from it: one listing, and an event
-costs its JSON decoding and the state's own bookkeeping.
+Pods are the kind whose events come at the scheduling rate (each pod is listed or added, then
+bound, then deleted), and nodes the kind listed in thousands at start-up. Through Kopf each event
+cost about 0.5 ms of CPU on a real API server (a Body, three loggers, the object's memory, cause
+detection, handler bookkeeping), about a fifth of Placer's CPU per pod, and Kopf's initial
+listings duplicated the resync's. Here the resync's LIST is the listing (`SchedulerState.resync`
+records each path's resourceVersion in `watch_versions`) and the watch resumes from it: one
+listing, and an event costs its JSON decoding and the state's own bookkeeping.
 
 As an informer: the watch asks for bookmarks and for the server to end the stream after
 `watch_server_timeout`, then resumes from the last resourceVersion it saw; a resume the server
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -28,9 +28,9 @@ import aiohttp
 from placer.controller.kube import ApiError
 from placer.controller.state import ACTIVE_PODS_SELECTOR, SchedulerState
 
-__all__ = ["PodWatch"]
+__all__ = ["Informer", "node_informer", "pod_informer"]
 
-logger = logging.getLogger("placer.pods")
+logger = logging.getLogger("placer.informers")
 
 EXPIRED = 410
 
@@ -39,17 +39,30 @@ class _Expired(Exception):
     """The server no longer has the history to resume from: list again."""
 
 
-class PodWatch:
-    def __init__(self, state: SchedulerState) -> None:
+class Informer:
+    """The watch of one kind (`kind`: its key in `SchedulerState.watch_versions`), its events fed to
+    `feed`; `query` narrows it (e.g. the pods' field selector)."""
+
+    def __init__(
+        self, state: SchedulerState, kind: str, feed: Callable[[Mapping[str, Any]], None],
+        query: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.state = state
+        self.kind = kind
+        self.feed = feed
+        self.query = list(query)
         self.resumes = 0  # streams (re)opened, for tests and curiosity
 
+    @property
+    def versions(self) -> dict[str, str]:
+        return self.state.watch_versions[self.kind]
+
     async def run(self) -> None:
-        """Follow every pod path the resync lists (all namespaces, or each of `--namespace`)."""
+        """Follow every path the resync lists (for pods: all namespaces, or each of `--namespace`)."""
         state = self.state
-        while not state.pod_versions:  # the first resync lists the pods and says from where to watch
+        while not self.versions:  # the first resync lists the kind and says from where to watch
             await state.resynced.wait()
-        await asyncio.gather(*(self._follow(path) for path in state.pod_versions))
+        await asyncio.gather(*(self._follow(path) for path in list(self.versions)))
 
     async def _follow(self, path: str) -> None:
         state = self.state
@@ -66,7 +79,7 @@ class PodWatch:
                     await self._relist(path)
                     continue
                 why = str(error) or type(error).__name__
-                logger.warning("pod watch on %s failed, resuming in %.1fs: %s", path, delay, why)
+                logger.warning("%s watch on %s failed, resuming in %.1fs: %s", self.kind[:-1], path, delay, why)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, options.watch_max_backoff)
 
@@ -75,10 +88,10 @@ class PodWatch:
         assert state.kube is not None
         options = state.options
         query = [
-            ("fieldSelector", ACTIVE_PODS_SELECTOR),
+            *self.query,
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(options.watch_server_timeout)),
-            ("resourceVersion", state.pod_versions[path]),
+            ("resourceVersion", self.versions[path]),
         ]
         self.resumes += 1
         async for event in state.kube.watch(
@@ -95,18 +108,29 @@ class PodWatch:
                 raise ApiError(int(raw.get("code") or 0), f"watch {path}: {raw.get('message')}")
             version = _version(raw)
             if kind in ("ADDED", "MODIFIED", "DELETED"):
-                state.pod_event(event)
+                self.feed(event)
             if version:
-                state.pod_versions[path] = version
+                self.versions[path] = version
 
     async def _relist(self, path: str) -> None:
         """Ask for a resync (it prunes what no event will tell) and wait for its LIST."""
         state = self.state
-        logger.info("the pod watch on %s expired: listing again, deletions it missed will be pruned", path)
+        logger.info("the %s watch on %s expired: listing again, deletions it missed will be pruned",
+                    self.kind[:-1], path)
         target = state.resyncs_done + 1
         state.relisted.set()
         while state.resyncs_done < target:
             await state.resynced.wait()
+
+
+def pod_informer(state: SchedulerState) -> Informer:
+    """Active pods only, as kube-scheduler's informer: terminal pods hold nothing and are never
+    scheduled; a pod that turns terminal leaves the selection and comes as DELETED."""
+    return Informer(state, "pods", state.pod_event, [("fieldSelector", ACTIVE_PODS_SELECTOR)])
+
+
+def node_informer(state: SchedulerState) -> Informer:
+    return Informer(state, "nodes", state.node_event)
 
 
 def _version(raw: Mapping[str, Any]) -> str:
