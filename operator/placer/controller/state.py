@@ -720,17 +720,27 @@ class SchedulerState:
             if not self.is_leader() or not self.may_schedule.is_set():
                 continue
             for name, status in self.profiles.status_updates():
-                try:
-                    reply = await self.kube.patch_profile_status(name, status.patch())
-                except ApiError as error:
-                    reply = None
-                    logger.warning("status of profile %s: %s", name, error)
-                if reply is not None and reply.ok:
+                written = await self._patch_profile_status(name, status.patch())
+                if written:
                     self.profiles.mark_written(name, status)
-                elif reply is None or reply.status != 404:
-                    self.metrics.api_errors.inc(call="patch_profile_status")
+                elif written is False:
                     self.profiles.dirty.add(name)
                     asyncio.get_running_loop().call_later(self.options.initial_backoff, self.profiles.changed.set)
+
+    async def _patch_profile_status(self, name: str, patch: Mapping[str, Any]) -> bool | None:
+        """True when written, None when the profile is gone (404), False when it failed (counted)."""
+        assert self.kube is not None
+        try:
+            reply = await self.kube.patch_profile_status(name, patch)
+        except ApiError as error:
+            reply = None
+            logger.warning("status of profile %s: %s", name, error)
+        if reply is not None and reply.ok:
+            return True
+        if reply is not None and reply.status == 404:
+            return None
+        self.metrics.api_errors.inc(call="patch_profile_status")
+        return False
 
     async def write_shadow_statuses(self) -> None:
         """Write shadow profiles' `status.shadow` when it changed, at most once per interval per
@@ -742,13 +752,7 @@ class SchedulerState:
             if not self.is_leader() or not self.may_schedule.is_set():
                 continue
             for name, patch in self.shadows.status_patches():
-                try:
-                    reply = await self.kube.patch_profile_status(name, patch)
-                except ApiError as error:
-                    reply = None
-                    logger.warning("shadow status of profile %s: %s", name, error)
-                if reply is None or (not reply.ok and reply.status != 404):
-                    self.metrics.api_errors.inc(call="patch_profile_status")
+                if await self._patch_profile_status(name, patch) is False:
                     self.shadows.unwritten(name, patch)
             await asyncio.sleep(self.options.shadow_status_interval)
 
