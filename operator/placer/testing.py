@@ -15,6 +15,7 @@ Nothing here is used by the scheduler itself.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "container",
     "decide",
     "filter_result",
+    "fits_without_answers",
     "make_plugin",
     "make_profile",
     "namespace",
@@ -463,6 +465,26 @@ def filter_result(plugin: Plugin, pod_obj: Obj | PodInfo, cluster: ClusterState)
     assert isinstance(plugin, FilterPlugin)
     mask = plugin.filter(pod_info(pod_obj), cluster)
     return {name: bool(True if mask is None else mask[slot]) for name, slot in sorted(cluster.index.items())}
+
+
+def fits_without_answers(plugin: Plugin, pod_obj: Obj | PodInfo, cluster: ClusterState) -> set[bool]:
+    """Check a filter's `fits_without` against its `filter` run with the pods gone, for every subset of
+    the pods of every node; returns the answers seen (so a test can require both)."""
+    assert isinstance(plugin, FilterPlugin)
+    info = pod_info(pod_obj)
+    count = len(cluster.pods)
+    seen: set[bool] = set()
+    for name, slot in cluster.index.items():
+        records = list(cluster.pods_on(name))
+        for size in range(len(records) + 1):
+            for removed in itertools.combinations(records, size):
+                with cluster.without(removed):
+                    mask = plugin.filter(info, cluster)
+                    expected = mask is None or bool(mask[slot])
+                assert plugin.fits_without(info, cluster, slot, removed) is expected, (name, removed)
+                seen.add(expected)
+    assert len(cluster.pods) == count  # every pod put back
+    return seen
 
 
 def _slots(cluster: ClusterState, names: Sequence[str] | None) -> tuple[list[str], np.ndarray]:

@@ -23,7 +23,7 @@ from typing import Any
 from placer.engine.catalog import Catalog, Kind
 from placer.engine.fields import FieldError, section
 from placer.engine.labels import LabelSelector, parse_label_selector
-from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.objects import ObjectError, PodInfo, object_meta
 from placer.engine.storage import parse_claim, parse_csinode, parse_storage_class, parse_volume
 
 __all__ = [
@@ -38,21 +38,6 @@ __all__ = [
     "resolve_priority",
     "upsert_object",
 ]
-
-
-def _meta(obj: Mapping[str, Any], kind: str, namespaced: bool) -> tuple[str, str, Mapping[str, Any]]:
-    if not isinstance(obj, Mapping):
-        raise ObjectError("", f"a {kind} must be an object, not {type(obj).__name__}")
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        raise ObjectError("metadata", f"a {kind} needs metadata")
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise ObjectError("metadata.name", "Required value")
-    namespace = (meta.get("namespace") or "default") if namespaced else ""
-    if not isinstance(namespace, str):
-        raise ObjectError("metadata.namespace", "must be a string")
-    return namespace, name, meta
 
 
 def _string_map(value: Any, path: str) -> dict[str, str]:
@@ -71,7 +56,7 @@ class NamespaceInfo:
 
 
 def parse_namespace(obj: Mapping[str, Any]) -> NamespaceInfo:
-    _, name, meta = _meta(obj, "Namespace", namespaced=False)
+    _, name, meta = object_meta(obj, "Namespace", namespaced=False)
     return NamespaceInfo(name, _string_map(meta.get("labels"), "metadata.labels"))
 
 
@@ -83,7 +68,7 @@ class ServiceInfo:
 
 
 def parse_service(obj: Mapping[str, Any]) -> ServiceInfo:
-    namespace, name, _ = _meta(obj, "Service", namespaced=True)
+    namespace, name, _ = object_meta(obj, "Service", namespaced=True)
     spec = section(obj, "spec")
     raw = spec.get("selector")
     return ServiceInfo(namespace, name, None if raw is None else _string_map(raw, "spec.selector"))
@@ -100,7 +85,7 @@ class WorkloadInfo:
 
 def _workload(kind: str) -> Any:
     def parse(obj: Mapping[str, Any]) -> WorkloadInfo:
-        namespace, name, _ = _meta(obj, kind, namespaced=True)
+        namespace, name, _ = object_meta(obj, kind, namespaced=True)
         spec = section(obj, "spec")
         try:
             selector = parse_label_selector(spec.get("selector"), "spec.selector")
@@ -123,7 +108,7 @@ class DisruptionBudget:
 
 
 def parse_pdb(obj: Mapping[str, Any]) -> DisruptionBudget:
-    namespace, name, _ = _meta(obj, "PodDisruptionBudget", namespaced=True)
+    namespace, name, _ = object_meta(obj, "PodDisruptionBudget", namespaced=True)
     spec, status = section(obj, "spec"), section(obj, "status")
     try:
         selector = parse_label_selector(spec.get("selector"), "spec.selector")
@@ -148,7 +133,7 @@ class PriorityClassInfo:
 
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClassInfo:
-    _, name, _ = _meta(obj, "PriorityClass", namespaced=False)
+    _, name, _ = object_meta(obj, "PriorityClass", namespaced=False)
     value = obj.get("value")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ObjectError("value", f"Required value: an integer, not {value!r}")

@@ -39,6 +39,7 @@ __all__ = [
     "PodInfo",
     "Taint",
     "Toleration",
+    "object_meta",
     "parse_node",
     "parse_node_metrics",
     "parse_node_selector_terms",
@@ -181,6 +182,23 @@ class NodeInfo:
     # metadata.annotations, for plugins that read them (plugin packages): a copy of the object's
     # map, compared with the rest, so an annotation change is a node update as in kube-scheduler
     annotations: dict[str, str] = field(default_factory=dict)
+
+
+def object_meta(obj: Mapping[str, Any], kind: str, namespaced: bool) -> tuple[str, str, Mapping[str, Any]]:
+    """(namespace, name, metadata) of a catalog object, checked as the API server would; the
+    namespace is "" for cluster-scoped kinds and defaults to "default" for namespaced ones."""
+    if not isinstance(obj, Mapping):
+        raise ObjectError("", f"a {kind} must be an object, not {type(obj).__name__}")
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise ObjectError("metadata", f"a {kind} needs metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("metadata.name", "Required value")
+    namespace = (meta.get("namespace") or "default") if namespaced else ""
+    if not isinstance(namespace, str):
+        raise ObjectError("metadata.namespace", "must be a string")
+    return namespace, name, meta
 
 
 def pod_key(obj: Mapping[str, Any]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from placer.engine.fields import FieldError, mapping, section, sequence
 from placer.engine.labels import LabelSelector, parse_label_selector
-from placer.engine.objects import NodeSelectorTerm, ObjectError, parse_node_selector_terms
+from placer.engine.objects import NodeSelectorTerm, ObjectError, object_meta, parse_node_selector_terms
 from placer.engine.quantity import QuantityError, to_units
 from placer.engine.volumes import AWS_EBS, AZURE_DISK, CINDER, GCE_PD
 
@@ -49,21 +49,6 @@ CSI_DRIVER_OF = {
     AZURE_DISK: "disk.csi.azure.com",
     CINDER: "cinder.csi.openstack.org",
 }
-
-
-def _meta(obj: Mapping[str, Any], kind: str, namespaced: bool) -> tuple[str, str, Mapping[str, Any]]:
-    if not isinstance(obj, Mapping):
-        raise ObjectError("", f"a {kind} must be an object, not {type(obj).__name__}")
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        raise ObjectError("metadata", f"a {kind} needs metadata")
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise ObjectError("metadata.name", "Required value")
-    namespace = (meta.get("namespace") or "default") if namespaced else ""
-    if not isinstance(namespace, str):
-        raise ObjectError("metadata.namespace", "must be a string")
-    return namespace, name, meta
 
 
 def _annotations(meta: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -113,7 +98,7 @@ class ClaimInfo:
 
 
 def parse_claim(obj: Mapping[str, Any]) -> ClaimInfo:
-    namespace, name, meta = _meta(obj, "PersistentVolumeClaim", namespaced=True)
+    namespace, name, meta = object_meta(obj, "PersistentVolumeClaim", namespaced=True)
     spec, status = section(obj, "spec"), section(obj, "status")
     annotations = _annotations(meta)
     try:
@@ -179,7 +164,7 @@ _IN_TREE_IDS = (("awsElasticBlockStore", AWS_EBS, "volumeID"), ("gcePersistentDi
 
 
 def parse_volume(obj: Mapping[str, Any]) -> VolumeInfo:
-    _, name, meta = _meta(obj, "PersistentVolume", namespaced=False)
+    _, name, meta = object_meta(obj, "PersistentVolume", namespaced=False)
     spec, status = section(obj, "spec"), section(obj, "status")
     annotations = _annotations(meta)
     try:
@@ -243,7 +228,7 @@ class StorageClassInfo:
 
 
 def parse_storage_class(obj: Mapping[str, Any]) -> StorageClassInfo:
-    _, name, _ = _meta(obj, "StorageClass", namespaced=False)
+    _, name, _ = object_meta(obj, "StorageClass", namespaced=False)
     try:
         terms = []
         for i, raw_term in enumerate(sequence(obj.get("allowedTopologies"), "allowedTopologies")):
@@ -276,7 +261,7 @@ class CsiNodeInfo:
 
 
 def parse_csinode(obj: Mapping[str, Any]) -> CsiNodeInfo:
-    _, name, meta = _meta(obj, "CSINode", namespaced=False)
+    _, name, meta = object_meta(obj, "CSINode", namespaced=False)
     spec = section(obj, "spec")
     limits: dict[str, int | None] = {}
     try:
