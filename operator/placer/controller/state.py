@@ -10,7 +10,7 @@ Pods, as kube-scheduler's cache sees them:
   queued when one does; a pod we assumed (bind in flight, or bound but not yet seen bound) is
   never queued again, so it is never bound twice;
 - stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
-  resync LIST and Kopf's own listing may race) are ignored;
+  resync LIST and the pod watch may race) are ignored;
 - nominated (`status.nominatedNodeName`, a preemptor waiting for its victims to go): a pending pod
   of ours holds that node's room (`ClusterState.nominate`) until it is bound, deleted, or its
   nomination cleared (`_follow_nomination`); every new term rebuilds them from the pods' status;
@@ -62,14 +62,15 @@ from placer.engine.profile import Profile
 from placer.engine.queue import SchedulingQueue
 from placer.engine.runtime import Scheduler
 
-__all__ = ["ACTIVE_PODS_SELECTOR", "KINDS", "PROFILES_PATH", "SchedulerState", "Signal"]
+__all__ = ["ACTIVE_PODS_SELECTOR", "KOPF_KINDS", "PROFILES_PATH", "SchedulerState", "Signal"]
 
 logger = logging.getLogger("placer.state")
 
 # as kube-scheduler's informer: terminal pods hold no resources and are never scheduled
 ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
-KINDS = ("pods", "nodes", "profiles", *(kind.plural for kind in CATALOG_KINDS))
+# the kinds Kopf watches (pods and nodes come through `placer.controller.informers`)
+KOPF_KINDS = ("profiles", *(kind.plural for kind in CATALOG_KINDS))
 # Kopf delivers a listing in one burst; a listing event this long after the previous one of its
 # kind starts a new listing
 RELIST_GAP = 1.0
@@ -181,12 +182,12 @@ class SchedulerState:
         # Objects a resync LIST filed that no Kopf event has mentioned yet (kind -> key -> path).
         # A deletion between our LIST and Kopf's own initial LIST would reach neither stream, so
         # these are checked with a GET until Kopf confirms them (see `verify_provisional`).
-        self._from_kopf: dict[str, set[str]] = {kind: set() for kind in KINDS}
-        self.provisional: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        self._from_kopf: dict[str, set[str]] = {kind: set() for kind in KOPF_KINDS}
+        self.provisional: dict[str, dict[str, str]] = {kind: {} for kind in KOPF_KINDS}
         # Whether Kopf's stream of a kind is past its listing (a watch event came), and when its
         # last listing event came, for telling a re-listing; `relisted` asks `reconcile_forever`
         # for a pruning resync.
-        self._streaming: dict[str, bool] = {kind: False for kind in KINDS}
+        self._streaming: dict[str, bool] = {kind: False for kind in KOPF_KINDS}
         self._listed_at: dict[str, float] = {}
         self._clock = clock
         self.relisted = asyncio.Event()
@@ -199,10 +200,8 @@ class SchedulerState:
         self._versions: dict[str, dict[str, str]] = {"nodes": {}, "profiles": {}}
         # namespaces, services, workloads, ...: every catalog kind through one path
         self.catalog = CatalogFeed(self.cluster.catalog, self._wake)
-        # per kind: what files an object (added, changed, listed) and what removes one
+        # per Kopf kind: what files an object (added, changed, listed) and what removes one
         self._feeds: dict[str, tuple[Callable[[Mapping[str, Any]], None], Callable[[Mapping[str, Any]], None]]] = {
-            "pods": (self.observe_pod, self.pod_deleted),
-            "nodes": (self.observe_node, self.node_deleted),
             "profiles": (self.observe_profile, self.profile_deleted),
             **{
                 kind.plural: (
@@ -616,7 +615,7 @@ class SchedulerState:
     def _provisional(self, kind: str, raw: Mapping[str, Any], path: str, namespaced: bool = False) -> None:
         meta = raw.get("metadata") or {}
         name, namespace = str(meta.get("name")), str(meta.get("namespace") or "default")
-        key = f"{namespace}/{name}" if kind == "pods" or namespaced else name
+        key = f"{namespace}/{name}" if namespaced else name
         if key not in self._from_kopf[kind]:
             self.provisional[kind][key] = path.format(name=name, namespace=namespace)
 
