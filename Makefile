@@ -12,7 +12,7 @@ PLUGIN_EXAMPLE := examples/plugins/annotation-score
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-shadow bench-real
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real check-real
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
@@ -35,13 +35,16 @@ lint: install ## ruff over the code
 demo: install ## set up and run `placer simulate` on the bundled sample cluster
 	$(VENV)/bin/placer simulate --cluster examples/cluster.yaml --profile examples/profiles/all.yaml
 
-bench: bench-engine bench-preemption bench-simulate bench-e2e bench-shadow bench-soak ## all benchmarks: engine alone, preemption, simulate, end to end, shadow profile cost, soak with faults
+bench: bench-engine bench-preemption bench-gang bench-simulate bench-e2e bench-shadow bench-soak ## all benchmarks: engine alone, preemption, a gang, simulate, end to end, shadow profile cost, soak with faults
 
 bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, medians of 5 runs
 	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
 
 bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, medians of 5
 	$(PY) bench/preemption_bench.py --runs 5 --json bench/results/preemption.json
+
+bench-gang: install ## a gang of 100 pods decided on 1,000 nodes (and the same pods one by one), medians of 5
+	$(PY) bench/gang_bench.py --runs 5 --json bench/results/gang.json
 
 bench-simulate: install ## `placer simulate -o json`: 1,000 nodes, 2,000 pending pods, phases timed, medians of 5
 	$(PY) bench/simulate_bench.py --runs 5 --json bench/results/simulate.json
@@ -57,16 +60,25 @@ bench-shadow: install ## a shadow profile's cost: the active profile with and wi
 bench-soak: install ## soak (about 3 min): churn + injected faults on two replicas; audit lost/double/overcommitted
 	$(PY) bench/soak_bench.py --minutes 3 --json bench/results/soak.json
 
-# A real control plane (../shared/realcluster/: etcd + kube-apiserver v1.24), never part of `make test`
-# or CI: KUBE_BIN is the folder ../shared/realcluster/build.sh built (see docs/performance.md).
-KUBE_BIN ?=
+# A real control plane (../shared/realcluster/: etcd + kube-apiserver, no kubelets), never part of
+# `make test` or CI. KUBE_BIN is the folder ../shared/realcluster/build.sh filled: by default
+# ../kube-bin-$(KUBE_VERSION), and KUBE_VERSION is 1.36 (the reference); KUBE_VERSION=1.24 (the
+# oldest supported) or KUBE_BIN=DIR pick another build (docs/performance.md, docs/versions.md).
+KUBE_VERSION ?= 1.36
+KUBE_BIN ?= ../kube-bin-$(KUBE_VERSION)
 REAL_RUNS ?= 3
 REAL_SIZES ?= 1000x5000 5000x10000
 REAL_MODES ?= backlog stream
-bench-real: install ## Placer vs kube-scheduler on a real API server (KUBE_BIN=...), both sizes and modes, medians of 3
-	@test -n "$(KUBE_BIN)" || { echo "KUBE_BIN=DIR: the binaries of ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
+# the version the binaries report (kube-apiserver --version), in the results' file names
+REAL_VERSION = $(shell $(KUBE_BIN)/kube-apiserver --version 2>/dev/null | sed -n 's/^Kubernetes \(v[0-9]*\.[0-9]*\).*/\1/p')
+bench-real: install ## Placer vs kube-scheduler on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR), both sizes and modes, medians of 3
+	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	@for size in $(REAL_SIZES); do for mode in $(REAL_MODES); do \
 		nodes=$${size%x*}; pods=$${size#*x}; \
 		$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --mode $$mode \
-			--runs $(REAL_RUNS) --json bench/results/real-$$nodes-$$pods-$$mode.json || exit 1; \
+			--runs $(REAL_RUNS) --json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-$$mode.json || exit 1; \
 	done; done
+
+check-real: install ## the operator's scenarios on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): binding, events, gates, pod-level resources, resize, preemption...
+	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/versions.md)"; exit 2; }
+	$(PY) hack/real_check.py --kube-bin $(KUBE_BIN) --json bench/results/real-check-$(REAL_VERSION).json

@@ -1,5 +1,11 @@
-"""Placer against kube-scheduler on a real control plane (etcd + kube-apiserver v1.24 on loopback,
-no kubelets: `../shared/realcluster/`), one scheduler after the other on the same workload.
+"""Placer against kube-scheduler on a real control plane (etcd + kube-apiserver on loopback, no
+kubelets: `../shared/realcluster/`), one scheduler after the other on the same workload.
+
+The Kubernetes version is that of the binaries given: `../kube-bin-1.36` by default (v1.36.2, the
+reference), any folder `../shared/realcluster/build.sh` filled with `--kube-bin` or `$KUBE_BIN`
+(v1.24 is the oldest supported); the version is read from `kube-apiserver --version`, recorded
+in the results, and picks kube-scheduler's configuration API (`kubescheduler.config.k8s.io/v1`
+from v1.25, `v1beta3` before).
 
 Per scheduler and run: a fresh control plane (`realcluster.sh up` wipes etcd), the nodes of
 `bench/synthetic.py` (created, then their status written), then either
@@ -15,10 +21,10 @@ taints, selectors, required anti-affinity, DoNotSchedule skew). kube-scheduler r
 client limits (QPS 5000, burst 10000, as BENCHMARKS.md) and its own schedulerName; Placer is
 `placer run --no-leader-elect` with the default profile. Peak RSS is each process's VmHWM.
 
-Needs the binaries of `../shared/realcluster/build.sh` (`KUBE_BIN` or `--kube-bin`) and etcd
-(`realcluster.sh` installs Debian's); never part of `make test` or CI.
+Needs the binaries of `../shared/realcluster/build.sh` and etcd (`realcluster.sh` installs
+Debian's); never part of `make test` or CI.
 
-    python bench/real_bench.py --kube-bin DIR [--nodes 1000] [--pods 5000] [--mode backlog|stream]
+    python bench/real_bench.py [--kube-bin DIR] [--nodes 1000] [--pods 5000] [--mode backlog|stream]
         [--runs 3] [--workload plain|relations] [--json FILE]
 """
 
@@ -31,6 +37,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import statistics
 import subprocess
@@ -52,7 +59,9 @@ from audit import audit  # noqa: E402
 from synthetic import cluster as synthetic_cluster  # noqa: E402
 
 REALCLUSTER = ROOT.parent / "shared" / "realcluster" / "realcluster.sh"
-SERVER = "https://127.0.0.1:6443"
+DEFAULT_KUBE_BIN = ROOT.parent / "kube-bin-1.36"  # ../shared/realcluster/build.sh's v1.36.2 build
+PORT = 6443
+SERVER = f"https://127.0.0.1:{PORT}"
 TOKEN = "admintoken"  # realcluster.sh's admin token (system:masters), loopback only
 NAMESPACE = "bench"
 KUBE_SCHEDULER_NAME = "kube-bench"
@@ -61,10 +70,22 @@ TARGET_RATIO = 2.0
 Obj = dict[str, Any]
 
 
+def kube_version(kube_bin: Path) -> str:
+    """`v1.36.2` from `kube-apiserver --version` ("Kubernetes v1.36.2")."""
+    done = subprocess.run([str(kube_bin / "kube-apiserver"), "--version"], capture_output=True, text=True,
+                          check=True)
+    return done.stdout.split()[-1].split("+")[0]
+
+
+def kube_minor(kube_bin: Path) -> int:
+    return int(kube_version(kube_bin).split(".")[1])
+
+
 class Api:
     """A bare aiohttp client for the control plane (no model classes: the benchmark's own cost)."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: str = SERVER) -> None:
+        self.server = server
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -76,17 +97,21 @@ class Api:
     async def close(self) -> None:
         await self.session.close()
 
-    async def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        """One call; a 5xx or 429 (etcd hiccups on a loaded 2-core machine) is retried a few times."""
+    async def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json", *,
+                   allow_missing: bool = False, allow_status: tuple[int, ...] = ()) -> Any:
+        """One call; a 5xx or 429 (etcd hiccups on a loaded 2-core machine) is retried a few times.
+        A 409 (and any of `allow_status`) returns the Status; a 404 returns None if `allow_missing`."""
         data = None if body is None else json.dumps(body)
         for attempt in range(5):
-            async with self.session.request(method, SERVER + path, data=data,
+            async with self.session.request(method, self.server + path, data=data,
                                             headers={"Content-Type": content_type}) as response:
                 text = await response.text()
                 if (response.status >= 500 or response.status == 429) and attempt < 4:
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue
-                if response.status >= 300 and response.status != 409:
+                if response.status == 404 and allow_missing:
+                    return None
+                if response.status >= 300 and response.status != 409 and response.status not in allow_status:
                     raise RuntimeError(f"{method} {path}: {response.status} {text[:300]}")
                 return json.loads(text) if text else None
         return None
@@ -109,18 +134,52 @@ class Api:
         return first[0] if first else None
 
 
-def control_plane_up(kube_bin: Path, state: Path) -> Path:
-    env = {**os.environ, "KUBE_BIN": str(kube_bin), "RC_DIR": str(state)}
+def control_plane_up(kube_bin: Path, state: Path, port: int = PORT) -> Path:
+    env = {**os.environ, "KUBE_BIN": str(kube_bin), "RC_DIR": str(state), "RC_PORT": str(port)}
     subprocess.run(["bash", str(REALCLUSTER), "down"], env=env, check=False, capture_output=True)
     done = subprocess.run(["bash", str(REALCLUSTER), "up"], env=env, capture_output=True, text=True)
     if done.returncode != 0:
+        subprocess.run(["bash", str(REALCLUSTER), "down"], env=env, check=False, capture_output=True)
         raise RuntimeError(f"realcluster.sh up failed:\n{done.stdout}\n{done.stderr}")
     return state / "admin.kubeconfig"
 
 
-def control_plane_down(kube_bin: Path, state: Path) -> None:
+def control_plane_down(kube_bin: Path, state: Path, port: int = PORT) -> None:
+    """Stop etcd and the API server and wait until both processes are gone and their ports free
+    (SIGKILL after 3 s: a v1.36 API server takes 20 s to let its port go, and would keep the next
+    run's from it; the control plane is thrown away anyway)."""
+    pids = []
+    for name in ("apiserver", "etcd"):
+        with contextlib.suppress(OSError, ValueError):
+            pids.append(int((state / f"{name}.pid").read_text().strip()))
     env = {**os.environ, "KUBE_BIN": str(kube_bin), "RC_DIR": str(state)}
     subprocess.run(["bash", str(REALCLUSTER), "down"], env=env, check=False, capture_output=True)
+    deadline = time.monotonic() + 3
+    while any(_alive(pid) for pid in pids) or not all(port_free(p) for p in (port, 2379)):
+        if time.monotonic() > deadline:
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            pids = [pid for pid in pids if _alive(pid)]
+            if not pids:
+                break
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, already exited, does not)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
+
+
+def port_free(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:`port`."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
 async def populate(api: Api, nodes: list[Obj], kubeconfig: Path) -> None:
@@ -158,7 +217,7 @@ async def count_bindings(api: Api, expected: int, deadline: float, bound_at: dic
     version = listing["metadata"]["resourceVersion"]
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
     path = f"/api/v1/namespaces/{NAMESPACE}/pods?watch=1&allowWatchBookmarks=true&resourceVersion={version}"
-    async with api.session.get(SERVER + path, timeout=timeout) as response:
+    async with api.session.get(api.server + path, timeout=timeout) as response:
         async for line in response.content:
             event = json.loads(line)
             obj = event.get("object") or {}
@@ -183,8 +242,10 @@ def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path)
     log = open(workdir / f"{which}.log", "wb")  # noqa: SIM115 - the child holds it
     if which == "kube-scheduler":
         config = workdir / "kube-scheduler.yaml"
+        # the configuration API went v1 in 1.25 (v1beta3 was removed in 1.29)
+        api_version = "v1" if kube_minor(kube_bin) >= 25 else "v1beta3"
         config.write_text(yaml.safe_dump({
-            "apiVersion": "kubescheduler.config.k8s.io/v1beta3",
+            "apiVersion": f"kubescheduler.config.k8s.io/{api_version}",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 5000, "burst": 10000},
             "leaderElection": {"leaderElect": False},
@@ -271,8 +332,9 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kube-bin", type=Path, default=Path(os.environ.get("KUBE_BIN", "")) if os.environ.get(
-        "KUBE_BIN") else None)
+    parser.add_argument("--kube-bin", type=Path, default=Path(os.environ["KUBE_BIN"]) if os.environ.get(
+        "KUBE_BIN") else DEFAULT_KUBE_BIN, help="folder of build.sh's kube-apiserver and kube-scheduler "
+                        "(default: $KUBE_BIN, else ../kube-bin-1.36)")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--mode", choices=("backlog", "stream"), default="backlog")
@@ -284,8 +346,12 @@ def main() -> int:
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="attach py-spy to Placer and write its collapsed stacks here (slows it a little)")
     args = parser.parse_args()
-    if args.kube_bin is None or not (args.kube_bin / "kube-apiserver").exists():
-        parser.error("--kube-bin (or $KUBE_BIN): the folder of ../shared/realcluster/build.sh's binaries")
+    if not (args.kube_bin / "kube-apiserver").exists():
+        parser.error(f"{args.kube_bin}: no kube-apiserver; --kube-bin (or $KUBE_BIN) is the folder of "
+                     "../shared/realcluster/build.sh's binaries")
+    args.kube_bin = args.kube_bin.resolve()  # realcluster.sh starts the API server from its state folder
+    version = kube_version(args.kube_bin)
+    print(f"Kubernetes {version} ({args.kube_bin})", flush=True)
     nodes, pods, _ = synthetic_cluster(args.nodes, args.pods, workload=args.workload)
     schedulers = [args.only] if args.only else ["kube-scheduler", "placer"]
     results: dict[str, list[dict[str, Any]]] = {which: [] for which in schedulers}
@@ -303,13 +369,14 @@ def main() -> int:
         table[which] = {key: statistics.median(r[key] for r in runs)
                         for key in ("pods_per_s", "first_binding_s", "peak_rss_mb", "violations")}
         table[which]["all_runs_pods_per_s"] = [round(r["pods_per_s"], 1) for r in runs]
-    print(f"\n{args.nodes} nodes, {args.pods} pods, {args.mode}, {args.workload} (medians of {args.runs} runs)")
+    print(f"\n{args.nodes} nodes, {args.pods} pods, {args.mode}, {args.workload}, Kubernetes {version} "
+          f"(medians of {args.runs} runs)")
     print(f"{'':16} {'pods/s':>8} {'first binding':>14} {'peak RSS':>9} {'violations':>11}")
     for which, row in table.items():
         print(f"{which:16} {row['pods_per_s']:8.1f} {row['first_binding_s']:12.2f} s {row['peak_rss_mb']:6.0f} MB "
               f"{row['violations']:11.0f}")
-    summary: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods, "mode": args.mode, "workload": args.workload,
-                               "runs": args.runs, "results": table}
+    summary: dict[str, Any] = {"kube_version": version, "nodes": args.nodes, "pods": args.pods, "mode": args.mode,
+                               "workload": args.workload, "runs": args.runs, "results": table}
     if len(table) == 2:
         ratio = table["placer"]["pods_per_s"] / table["kube-scheduler"]["pods_per_s"]
         summary["ratio"] = round(ratio, 2)

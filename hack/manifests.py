@@ -8,7 +8,9 @@
 
 Kubernetes kinds are validated with kubernetes-validate against the Kubernetes JSON schemas
 (strict: unknown fields are errors, as with `kubectl apply`). SchedulerProfile documents, which
-no published schema knows, are validated against the CRD's own openAPIV3Schema with jsonschema.
+no published schema knows, are validated against the CRD's own openAPIV3Schema with jsonschema;
+the Prometheus Operator's ServiceMonitor and PrometheusRule against hack/monitoring_schemas.py
+(their rules' PromQL parsed too).
 Used by mk/ship.mk and tests/test_manifests.py; helm comes from hack/get_helm.py.
 """
 
@@ -30,6 +32,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import monitoring_schemas  # beside this file: the ServiceMonitor and PrometheusRule schemas
+
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "manifests" / "chart" / "placer"
 CRD_FILE = "schedulerprofiles.placer.dev.yaml"
@@ -41,6 +46,10 @@ EXAMPLES = ROOT / "examples"
 RELEASE = "placer"
 NAMESPACE = "placer-system"
 KUBERNETES_VERSION = "1.30"
+# Examples using APIs newer than KUBERNETES_VERSION, validated against the release that serves them
+# (resource.k8s.io/v1, DRA, is GA from 1.34; its pod fields changed since 1.30).
+# spec.schedulingGroup (gang scheduling) is a v1.36 field.
+EXAMPLE_VERSIONS = {"dra-cluster.yaml": "1.36", "gang-cluster.yaml": "1.36", "gang-preemption.yaml": "1.36"}
 CR_API_VERSION = "placer.dev/v1alpha1"
 CR_KIND = "SchedulerProfile"
 
@@ -226,6 +235,10 @@ def validate_docs(
                 path = ".".join(str(p) for p in err.path) or "(root)"
                 yield Finding(source, name, f"{path}: {err.message}")
             continue
+        if (doc["apiVersion"], doc["kind"]) in monitoring_schemas.SCHEMAS:  # the Prometheus Operator's kinds
+            for path, message in monitoring_schemas.problems(doc):
+                yield Finding(source, name, f"{path}: {message}")
+            continue
         if drop_status:
             doc = {k: v for k, v in doc.items() if k != "status"}
         try:
@@ -247,6 +260,11 @@ def rendered_sets() -> list[tuple[str, str]]:
     ]
 
 
+def example_version(path: Path, default: str = KUBERNETES_VERSION) -> str:
+    """The Kubernetes release an example is validated against."""
+    return EXAMPLE_VERSIONS.get(path.name, default)
+
+
 def example_files() -> list[Path]:
     if not EXAMPLES.is_dir():
         return []
@@ -262,7 +280,8 @@ def validate_all(kubernetes_version: str = KUBERNETES_VERSION) -> list[Finding]:
         findings += validate_docs(load_docs(path.read_text()), rel, kubernetes_version)
     for path in example_files():
         rel = str(path.relative_to(ROOT))
-        findings += validate_docs(load_docs(path.read_text()), rel, kubernetes_version, drop_status=True)
+        version = example_version(path, kubernetes_version)
+        findings += validate_docs(load_docs(path.read_text()), rel, version, drop_status=True)
     return findings
 
 

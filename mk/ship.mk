@@ -12,7 +12,7 @@ PLACER_NAMESPACE ?= placer-system
 KUBERNETES_VERSION ?= 1.30
 
 .PHONY: helm manifests manifests-check validate-manifests lint-dockerfile image deploy undeploy \
-	requirements-lock
+	requirements-lock dashboard
 
 $(HELM):
 	@hack/get-helm.sh --quiet > /dev/null
@@ -25,6 +25,9 @@ manifests: $(HELM) ## Copy crds/ into the chart and render manifests/install.yam
 
 manifests-check: $(HELM) ## Fail if the chart's CRD copy or manifests/install.yaml is stale
 	HELM=$(HELM) $(PY) hack/manifests.py check
+
+dashboard: ## Write the chart's Grafana dashboard (manifests/chart/placer/dashboards/placer.json)
+	$(PY) hack/grafana_dashboard.py
 
 validate-manifests: $(HELM) ## Validate rendered chart (defaults, ci-values), crds/, examples/
 	HELM=$(HELM) $(PY) hack/manifests.py validate --kubernetes-version $(KUBERNETES_VERSION)

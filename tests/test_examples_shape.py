@@ -42,6 +42,7 @@ EXPECTED_PROFILES = {
     "ha": "ha-scheduler",
     "stateful": "stateful-scheduler",
     "priority": "priority-scheduler",
+    "gpu": "gpu-scheduler",
 }
 FILTERS = FILTER_NAMES
 SCORES = SCORE_NAMES
@@ -57,6 +58,7 @@ SCORE_CHANGES: dict[str, tuple[dict[str, int | None], list[tuple[str, int]]]] = 
     "spread-tenants": ({}, [("SpreadByLabel", 5)]),
     "avoid-busy": ({}, [("NodeUtilization", 3)]),
     "ha": ({}, []),
+    "gpu": ({"DynamicResources": 5}, []),
 }
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -304,7 +306,8 @@ def test_pending_pods(pending: list[Manifest], priority_classes: dict[str, Manif
     assert created[0][:13] != created[-1][:13], "creation times should spread over an hour"
 
     schedulers = Counter(p["spec"]["schedulerName"] for p in pending)
-    assert set(schedulers) == set(EXPECTED_PROFILES.values()) | {"default-scheduler"}
+    # (gpu-scheduler's pods are in dra-cluster.yaml, the DRA sample)
+    assert set(schedulers) == set(EXPECTED_PROFILES.values()) - {"gpu-scheduler"} | {"default-scheduler"}
     assert schedulers.most_common(1)[0][0] == "placer"
     assert 3 <= schedulers["default-scheduler"] <= 8
 
@@ -845,3 +848,27 @@ def test_all_yaml_evicts_nothing(simulations: dict[str, Simulation]) -> None:
     placed = placements_of(simulations["all.yaml"])
     assert all(p["preemption"] is None for p in placed.values())
     assert not any(key.startswith(("batch/ingest-", "batch/replay-")) for key in placed)
+
+
+def test_dra_cluster_with_the_gpu_profile() -> None:
+    """examples/dra-cluster.yaml with gpu.yaml: the pair behind one PCIe root gets gpu-a-1's two GPUs,
+    the "80Gi, else any" claim its first choice on gpu-b-1 (its tainted GPU left alone), the
+    template's claim the last free GPU, the shared claim's second pod its node; four GPUs and a claim
+    not created yet leave their pods pending with kube-scheduler's words."""
+    simulation = simulate([EXAMPLES / "dra-cluster.yaml"], [PROFILES / "gpu.yaml"])
+    placed = {p["pod"]: p for p in map(placement, simulation.decisions)}
+
+    def devices(key: str) -> list[tuple[str, str, str]]:
+        return [(d["claim"], d["request"], f"{d['pool']}/{d['device']}") for d in placed[key]["devices"]]
+
+    assert placed["ml/train-pair"]["node"] == "gpu-a-1"
+    assert devices("ml/train-pair") == [("ml/train-pair-gpus", "gpus", "gpu-a-1/gpu-0"),
+                                        ("ml/train-pair-gpus", "gpus", "gpu-a-1/gpu-1")]
+    assert placed["ml/infer-0"]["node"] == "gpu-b-1"
+    assert devices("ml/infer-0") == [("ml/infer-0-gpu", "gpu/large", "gpu-b-1/gpu-0")]
+    assert placed["ml/infer-0"]["scores"][0]["plugins"]["DynamicResources"] == 100
+    assert devices("ml/train-0") == [("ml/train-0-gpu-x7k2p", "gpu", "gpu-a-2/gpu-1")]
+    assert placed["ml/notebook-1"]["node"] == "gpu-a-2" and placed["ml/notebook-1"]["devices"] == []
+    assert placed["ml/train-big"]["message"] == "0/4 nodes are available: 4 cannot allocate all claims."
+    assert placed["ml/train-late"]["message"] == (
+        '0/4 nodes are available: pod "ml/train-late": ResourceClaim not created yet.')

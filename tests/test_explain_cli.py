@@ -65,11 +65,11 @@ async def test_a_pending_pod_names_every_reason_of_every_node(kube_emulator: Kub
     assert list(doc)[:6] == ["pod", "profile", "node", "message", "rejected", "scores"]  # API.md §5's order
     assert doc["pod"] == "default/web" and doc["profile"] == "main" and doc["node"] is None
     assert doc["message"] == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
         "1 node(s) were not ready, 1 node(s) were unschedulable."
     )
     assert doc["rejected"] == {
-        "a-tainted-small": ["node(s) had untolerated taint {dedicated: gpu}", "Insufficient cpu"],
+        "a-tainted-small": ["node(s) had untolerated taint(s)", "Insufficient cpu"],
         "b-cordoned-small": ["node(s) were unschedulable", "Insufficient cpu"],
         "c-not-ready": ["node(s) were not ready"],
     }
@@ -79,7 +79,7 @@ async def test_a_pending_pod_names_every_reason_of_every_node(kube_emulator: Kub
     assert code == 0 and err == ""
     assert "pending; no node fits" in out and doc["message"] in out
     rows = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in out.splitlines() if line.startswith("  ")}
-    assert rows["a-tainted-small"] == "node(s) had untolerated taint {dedicated: gpu}; Insufficient cpu"
+    assert rows["a-tainted-small"] == "node(s) had untolerated taint(s); Insufficient cpu"
 
 
 async def test_a_placeable_pod_shows_where_it_would_go(kube_emulator: KubeEmulator, run: Explain) -> None:

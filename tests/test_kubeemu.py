@@ -1294,3 +1294,231 @@ async def test_pdb_status_as_the_disruption_controller_computes_it(
     assert ("MODIFIED", "min-int") in events and ("MODIFIED", "max-pct") in events
     assert emu.add_pdb("none", selector={"app": "nothing"}, min_available=0)["status"][
         "disruptionsAllowed"] == 0
+
+
+# --- v1.36: scheduling gates, pod-level resources, in-place resize, declared features ----------
+
+async def test_scheduling_gates_as_a_v136_server(api: client.ApiClient,
+                                                 kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    emu.add_node("n1")
+    created = await core.create_namespaced_pod("default", pod_body(
+        "g", schedulingGates=[{"name": "example.com/quota"}, {"name": "wait"}]))
+    [cond] = created.status.conditions
+    assert (cond.type, cond.status, cond.reason, cond.message) == (
+        "PodScheduled", "False", "SchedulingGated",
+        "Scheduling is blocked due to non-empty scheduling gates")
+    # a gated pod cannot be bound, nor created with a node
+    status, body = await bind(core, "default", "g", "n1")
+    assert status == 409 and body["message"] == (
+        'Operation cannot be fulfilled on pods/binding "g": pod g has non-empty '
+        ".spec.schedulingGates")
+    with pytest.raises(ApiException) as info:
+        await core.create_namespaced_pod("default", pod_body(
+            "direct", nodeName="n1", schedulingGates=[{"name": "wait"}]))
+    assert info.value.status == 422 and ("spec.nodeName: Forbidden: cannot be set until all "
+                                         "schedulingGates have been cleared") in info.value.body
+    with pytest.raises(ApiException) as info:
+        await core.create_namespaced_pod("default", pod_body(
+            "twice", schedulingGates=[{"name": "wait"}, {"name": "wait"}]))
+    assert info.value.status == 422
+    assert 'spec.schedulingGates[1]: Duplicate value: \\"wait\\"' in info.value.body
+    # gates may be removed, never added
+    with pytest.raises(ApiException) as info:
+        await core.patch_namespaced_pod("g", "default", {"spec": {"schedulingGates": [
+            {"name": "example.com/quota"}, {"name": "wait"}, {"name": "more"}]}},
+            _content_type=MERGE)
+    assert info.value.status == 422 and ("spec.schedulingGates[2].name: Forbidden: only deletion "
+                                         "is allowed, but found new scheduling gate 'more'"
+                                         ) in info.value.body
+    # while gated, the node selection may still be narrowed; other spec fields stay immutable
+    await core.patch_namespaced_pod("g", "default", {"spec": {"nodeSelector": {"zone": "a"}}},
+                                    _content_type=MERGE)
+    with pytest.raises(ApiException) as info:
+        await core.patch_namespaced_pod("g", "default", {"spec": {"nodeSelector": {"zone": "b"}}},
+                                        _content_type=MERGE)
+    assert info.value.status == 422 and "only additions to spec.nodeSelector" in info.value.body
+    with pytest.raises(ApiException) as info:
+        await core.patch_namespaced_pod("g", "default", {"spec": {"hostname": "x"}},
+                                        _content_type=MERGE)
+    assert info.value.status == 422
+    emu.remove_scheduling_gates("g", gates=["wait"])
+    assert [g["name"] for g in stored(emu, "pods", "g")["spec"]["schedulingGates"]] == [
+        "example.com/quota"]
+    assert (await bind(core, "default", "g", "n1"))[0] == 409
+    emu.remove_scheduling_gates("g")
+    pod = stored(emu, "pods", "g")
+    assert "schedulingGates" not in pod["spec"] and pod["spec"]["nodeSelector"] == {"zone": "a"}
+    # the condition stays until a scheduler writes or binds: the API server does not clear it
+    assert pod["status"]["conditions"][0]["reason"] == "SchedulingGated"
+    assert (await bind(core, "default", "g", "n1"))[0] == 201
+    [cond] = stored(emu, "pods", "g")["status"]["conditions"]
+    assert (cond["type"], cond["status"]) == ("PodScheduled", "True") and "reason" not in cond
+    # with no gates, no condition is added on create
+    plain = await core.create_namespaced_pod("default", pod_body("plain"))
+    assert plain.status.conditions is None
+
+
+async def test_pod_level_resources_defaulting_validation_and_accounting(
+        api: client.ApiClient, kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    ctr = [{"name": "a", "image": "pause", "resources": {"requests": {"cpu": "500m", "memory": "64Mi"}}},
+           {"name": "b", "image": "pause", "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}]
+    # limits only: requests default to the containers' aggregate (cpu, memory), then to the limits
+    await core.create_namespaced_pod("default", {"metadata": {"name": "lim"}, "spec": {
+        "containers": ctr, "resources": {"limits": {"cpu": "4", "memory": "1Gi"}}}})
+    assert stored(emu, "pods", "lim")["spec"]["resources"]["requests"] == {
+        "cpu": "1500m", "memory": "128Mi"}
+    await core.create_namespaced_pod("default", {"metadata": {"name": "bare"}, "spec": {
+        "containers": [{"name": "a", "image": "pause"}], "resources": {"limits": {"cpu": "2"}}}})
+    assert stored(emu, "pods", "bare")["spec"]["resources"]["requests"] == {"cpu": "2"}
+    # requests alone are kept as they are
+    await core.create_namespaced_pod("default", {"metadata": {"name": "req"}, "spec": {
+        "containers": [{"name": "a", "image": "pause"}], "resources": {"requests": {"cpu": "3"}}}})
+    assert stored(emu, "pods", "req")["spec"]["resources"] == {"requests": {"cpu": "3"}}
+    for spec, message in [
+        ({"containers": ctr, "resources": {"requests": {"cpu": "1"}}},
+         'spec.resources.requests[cpu]: Invalid value: \\"1\\": must be greater than or equal to '
+         "aggregate container requests of 1500m"),
+        ({"containers": [{"name": "a", "image": "pause"}],
+          "resources": {"requests": {"example.com/gpu": "1"}}},
+         "spec.resources.requests[example.com/gpu]: Unsupported value: \\\"example.com/gpu\\\": "
+         "supported values: \\\"cpu\\\", \\\"hugepages-\\\", \\\"memory\\\""),
+        ({"containers": [{"name": "a", "image": "pause"}],
+          "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}},
+         'spec.resources.requests: Invalid value: \\"2\\": must be less than or equal to cpu '
+         "limit of 1"),
+    ]:
+        with pytest.raises(ApiException) as info:
+            await core.create_namespaced_pod("default", {"metadata": {"name": "bad"}, "spec": spec})
+        assert info.value.status == 422 and message in info.value.body, info.value.body
+    # accounting: pod-level requests replace the containers' figure for cpu and memory
+    assert pod_requests(stored(emu, "pods", "req")) == {"cpu": 3, "pods": 1}
+    assert pod_requests(stored(emu, "pods", "lim"))["cpu"] == parse_quantity("1500m")
+    emu.add_node("n1", cpu="4")
+    emu.add_pod("big", cpu=None, memory=None, node_name="n1", pod_resources={"requests": {"cpu": "3"}})
+    emu.add_pod("small", cpu="500m", node_name="n1")
+    assert emu.audit_capacity() == []
+    emu.add_pod("more", cpu="600m", node_name="n1")
+    [violation] = emu.audit_capacity()
+    assert (violation.node, violation.resource, violation.requested) == ("n1", "cpu", parse_quantity("4100m"))
+
+
+async def test_resize_subresource_and_what_a_resizing_pod_counts(
+        api: client.ApiClient, kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    names = {r.name for r in (await core.get_api_resources()).resources}
+    assert "pods/resize" in names
+    emu.add_node("n1", cpu="4")
+    emu.add_pod("p", cpu="2", memory="1Gi", node_name="n1", labels={"app": "x"})
+    # the resize subresource changes the containers' cpu and memory, and nothing else
+    body = {"metadata": {"labels": {"app": "changed"}}, "spec": {"containers": [
+        {"name": "main", "image": "other", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]}}
+    resized = await core.patch_namespaced_pod_resize("p", "default", body, _content_type=MERGE)
+    assert resized.spec.containers[0].resources.requests == {"cpu": "3", "memory": "1Gi"}
+    assert resized.spec.containers[0].image == "registry.k8s.io/pause:3.9"
+    assert resized.metadata.labels == {"app": "x"}
+    for containers, message in [
+        ([{"name": "main", "image": "i", "resources": {"requests": {"cpu": "1"}}}],
+         "spec.containers[0].resources.requests: Forbidden: resource requests cannot be removed"),
+        ([{"name": "main", "image": "i", "resources": {"requests": {
+            "cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"}}}],
+         "spec: Forbidden: only cpu and memory resources are mutable"),
+        ([{"name": "renamed", "image": "i", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+         "spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize"),
+        ([{"name": "main", "image": "i", "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}],
+         "Pod QOS Class may not change as a result of resizing"),
+    ]:
+        with pytest.raises(ApiException) as info:
+            await core.patch_namespaced_pod_resize("p", "default", {"spec": {"containers": containers}},
+                                                   _content_type=MERGE)
+        assert info.value.status == 422 and message in info.value.body, info.value.body
+    # the main resource still refuses resource changes
+    with pytest.raises(ApiException) as info:
+        await core.patch_namespaced_pod("p", "default", {"spec": {"containers": [
+            {"name": "main", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}},
+            _content_type=MERGE)
+    assert info.value.status == 422
+
+    # what a resizing pod counts (kube's determineEffectiveRequests), through the kubelet's status
+    emu.add_pod("down", cpu="3", memory="1Gi", node_name="n1")
+    pod = emu.resize_pod("down", requests={"cpu": "1"}, state="InProgress")
+    [cs] = pod["status"]["containerStatuses"]
+    assert cs["allocatedResources"]["cpu"] == "1" and cs["resources"]["requests"]["cpu"] == "3"
+    assert [c["type"] for c in pod["status"]["conditions"]] == ["PodResizeInProgress"]
+    assert pod_requests(pod)["cpu"] == 3  # still running with 3
+    pod = emu.resize_pod("down", requests={"cpu": "2"}, state="Infeasible")
+    assert [(c["type"], c["reason"]) for c in pod["status"]["conditions"]] == [
+        ("PodResizePending", "Infeasible")]
+    assert pod_requests(pod)["cpu"] == 3  # allocated 1, running 3: the spec's 2 is left out
+    pod = emu.resize_pod("down", requests={"cpu": "4"}, state="Deferred")
+    assert pod_requests(pod)["cpu"] == 4  # deferred: the spec counts
+    pod = emu.resize_pod("down", requests={"cpu": "1"}, state="Done")
+    assert "conditions" not in pod["status"] or not [
+        c for c in pod["status"]["conditions"] if c["type"].startswith("PodResize")]
+    assert pod_requests(pod)["cpu"] == 1
+    # pod-level resources resize (InPlacePodLevelResourcesVerticalScaling, beta in v1.36)
+    emu.add_pod("pl", cpu=None, memory=None, node_name="n1", pod_resources={"requests": {"cpu": "2"}})
+    pod = emu.resize_pod("pl", requests={"cpu": "500m"}, pod_level=True, state="InProgress")
+    assert pod["spec"]["resources"]["requests"] == {"cpu": "500m"}
+    assert pod["status"]["allocatedResources"] == {"cpu": "500m"}
+    assert pod_requests(pod)["cpu"] == 2
+
+
+async def test_node_declared_features(api: client.ApiClient, kube_emulator: KubeEmulator) -> None:
+    emu = kube_emulator
+    core = client.CoreV1Api(api)
+    node = emu.add_node("n1", declared_features=["RestartAllContainersOnContainerExits",
+                                                 "InPlacePodVerticalScaling/PodLevel"])
+    assert node["status"]["declaredFeatures"] == ["InPlacePodVerticalScaling/PodLevel",
+                                                  "RestartAllContainersOnContainerExits"]
+    for features, message in [
+        (["B", "A"], 'status.declaredFeatures[1]: Invalid value: \\"A\\": list must be sorted'),
+        (["A", "A"], 'status.declaredFeatures[1]: Duplicate value: \\"A\\"'),
+        (["lower"], 'status.declaredFeatures[0]: Invalid value: \\"lower\\": invalid feature name'),
+    ]:
+        with pytest.raises(ApiException) as info:
+            await core.patch_node_status("n1", {"status": {"declaredFeatures": features}})
+        assert info.value.status == 422 and message in info.value.body, info.value.body
+
+
+async def test_kube_version_switches_what_the_server_knows() -> None:
+    """v1.24 drops the fields it does not know and has none of v1.36's pod behaviours; v1.36 also
+    clears nominatedNodeName on binding (ClearingNominatedNodeNameAfterBinding)."""
+    with pytest.raises(ValueError, match=r"v1\.24 to v1\.36"):
+        KubeEmulator(kube_version="1.23")
+    for version in ("1.24", "1.36"):
+        async with KubeEmulator(kube_version=version) as emu:
+            cfg = client.Configuration(host=emu.url)
+            async with client.ApiClient(configuration=cfg) as api_client:
+                core = client.CoreV1Api(api_client)
+                info = await client.VersionApi(api_client).get_code()
+                assert (info.major, info.minor) == ("1", version.split(".")[1])
+                names = {r.name for r in (await core.get_api_resources()).resources}
+                assert ("pods/resize" in names) == (version == "1.36")
+                await core.create_namespaced_pod("default", pod_body(
+                    "p", schedulingGates=[{"name": "wait"}], resources={"requests": {"cpu": "3"}},
+                    hostUsers=False,
+                    initContainers=[{"name": "s", "image": "i", "restartPolicy": "Always"}]))
+                node = emu.add_node("n1", declared_features=["RestartAllContainersOnContainerExits"])
+                emu.add_pod("q")
+                emu.patch("pods", "q", {"status": {"nominatedNodeName": "n1"}})
+                assert (await bind(core, "default", "q", "n1"))[0] == 201
+                pod, q = stored(emu, "pods", "p"), stored(emu, "pods", "q")
+                if version == "1.24":
+                    assert {"schedulingGates", "resources", "hostUsers"}.isdisjoint(pod["spec"])
+                    assert "restartPolicy" not in pod["spec"]["initContainers"][0]
+                    assert "conditions" not in pod["status"]
+                    assert "declaredFeatures" not in node["status"]
+                    assert q["status"]["nominatedNodeName"] == "n1"
+                    assert pod_requests(pod) == {"pods": 1}
+                else:
+                    assert pod["spec"]["resources"] == {"requests": {"cpu": "3"}}
+                    assert pod["status"]["conditions"][0]["reason"] == "SchedulingGated"
+                    assert node["status"]["declaredFeatures"] == ["RestartAllContainersOnContainerExits"]
+                    assert "nominatedNodeName" not in q["status"]
+                    assert pod_requests(pod) == {"cpu": 3, "pods": 1}

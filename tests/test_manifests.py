@@ -72,6 +72,9 @@ CLUSTER_RULES = {
     # binding a pod's volumes before the pod (PreBind): a PV's claimRef, a claim's selected-node
     ("ClusterRole", "", "persistentvolumes", "patch", ""),
     ("ClusterRole", "", "persistentvolumeclaims", "patch", ""),
+    # DynamicResources' PreBind: a claim's finalizer, then its allocation and reservation
+    ("ClusterRole", "resource.k8s.io", "resourceclaims", "patch", ""),
+    ("ClusterRole", "resource.k8s.io", "resourceclaims/status", "patch", ""),
 }
 LEASE_RULES = {
     ("Role", "coordination.k8s.io", "leases", "create", ""),
@@ -642,7 +645,8 @@ def test_validation_catches_mistakes(default_docs: list[Doc]) -> None:
 def test_examples_validate() -> None:
     findings = []
     for path in manifests.example_files():
-        findings += manifests.validate_docs(manifests.load_docs(path.read_text()), str(path), drop_status=True)
+        findings += manifests.validate_docs(manifests.load_docs(path.read_text()), str(path),
+                                            manifests.example_version(path), drop_status=True)
     assert [str(f) for f in findings if f.error] == []
 
 

@@ -70,7 +70,7 @@ def test_example_json_shape(example_result: dict[str, Any]) -> None:
     assert set(example_result) == {"placements", "summary"}
     assert example_result["summary"] == {"pods": 207, "scheduled": 200, "unschedulable": 7}
     for placement in example_result["placements"]:
-        assert list(placement) == ["pod", "profile", "node", "message", "scores", "volumes", "preemption"]
+        assert list(placement) == ["pod", "profile", "node", "message", "scores", "volumes", "devices", "preemption"]
         if placement["node"] is None:
             assert placement["scores"] == []
             assert placement["message"].startswith("0/50 nodes are available: ")
@@ -208,6 +208,7 @@ def test_hand_computed_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                     {"node": "a", "total": 2 * 43, "plugins": {"NodeResourcesFit": 43, "PreferNode": 0}},
                 ],
                 "volumes": [],
+                "devices": [],
                 "preemption": None,
             }
         ],

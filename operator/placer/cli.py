@@ -1,5 +1,5 @@
 """The `placer` command: `placer simulate` (no cluster needed), `placer explain` (read-only, on a
-cluster) and `placer run` (the operator)."""
+cluster), `placer import-config` (a kube-scheduler config as profiles) and `placer run` (the operator)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,17 @@ def build_parser() -> argparse.ArgumentParser:
                           help="SchedulerProfile documents")
     simulate.add_argument("--output", "-o", choices=("table", "json"), default="table")
     simulate.add_argument("--top", type=_positive, default=3, metavar="N", help="feasible nodes to list per pod")
+    simulate.add_argument("--html", type=Path, metavar="FILE",
+                          help="also write a self-contained HTML report of the run to FILE")
+
+    importer = commands.add_parser(
+        "import-config", help="print a KubeSchedulerConfiguration's profiles as SchedulerProfiles")
+    importer.add_argument("file", type=Path, metavar="FILE",
+                          help="a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1 or v1beta3); - for stdin")
+    importer.add_argument("--skip-unknown", action="store_true",
+                          help="leave out plugins and args Placer does not have, as comments, instead of failing")
+    importer.add_argument("--shadow", action="store_true",
+                          help="emit each profile as a Shadow of the kube-scheduler profile it came from")
 
     explain = commands.add_parser(
         "explain", help="why a pod is pending or where it is, on the kubeconfig's cluster (read-only)")
@@ -55,13 +66,51 @@ def _simulate(args: argparse.Namespace) -> int:
     from placer.simulate import InputError, render_json, render_table, simulate
 
     try:
-        result = simulate(args.cluster, args.profile, top=args.top)
+        if args.html is None:
+            result = simulate(args.cluster, args.profile, top=args.top)
+        else:  # the page shows the nodes before the placements too
+            from placer.report_html import simulate_paths
+
+            result, before = simulate_paths(args.cluster, args.profile, top=args.top)
     except InputError as error:
         print(f"placer simulate: {error}", file=sys.stderr)
         return EXIT_INVALID_INPUT
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     (render_json if args.output == "json" else render_table)(result, sys.stdout)
+    if args.html is not None:
+        from placer.report_html import render_html
+
+        try:
+            with args.html.open("w", encoding="utf-8") as page:
+                render_html(result, before, page, sources=[str(p) for p in (*args.cluster, *args.profile)])
+        except OSError as error:
+            print(f"placer simulate: --html {args.html}: cannot write: {error.strerror or error}", file=sys.stderr)
+            return EXIT_INVALID_INPUT
+    return 0
+
+
+def _import_config(args: argparse.Namespace) -> int:
+    from placer.import_config import ConfigError, describe, import_text, render
+
+    source = "<stdin>" if str(args.file) == "-" else str(args.file)
+    try:
+        text = sys.stdin.read() if source == "<stdin>" else args.file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        print(f"placer import-config: {source}: cannot read: {getattr(error, 'strerror', None) or error}",
+              file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    try:
+        result = import_text(text, skip_unknown=args.skip_unknown, source=source)
+    except ConfigError as error:
+        print(f"placer import-config: {error}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    if result.problems:
+        hint = "" if args.skip_unknown else " (--skip-unknown leaves out plugins and args Placer does not have)"
+        print(f"placer import-config: {source} cannot be imported{hint}:\n{describe(result.problems)}",
+              file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    sys.stdout.write(render(result, source, shadow=args.shadow))
     return 0
 
 
@@ -120,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _simulate(args)
     if args.command == "explain":
         return _explain(args)
+    if args.command == "import-config":
+        return _import_config(args)
     return _run(args)
 
 

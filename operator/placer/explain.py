@@ -15,7 +15,7 @@ import asyncio
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,9 +26,12 @@ from placer.controller.kube import ApiError, KubeClient
 from placer.controller.profiles import uses_node_utilization
 from placer.engine.cluster import ClusterState
 from placer.engine.explain import Explanation, explain
+from placer.engine.gang import Outcome, decide_group
+from placer.engine.groups import GROUP_KINDS, group_of, lookup, scheduled_members
 from placer.engine.kinds import KINDS, resolve_priority
 from placer.engine.objects import ObjectError, PodInfo, parse_pod
 from placer.engine.profile import API_VERSION, KIND, Profile
+from placer.engine.runtime import Scheduler
 from placer.simulate import (
     Documents,
     InputError,
@@ -46,6 +49,7 @@ __all__ = [
     "choose_profile",
     "explanation_json",
     "gather",
+    "group_view",
     "render_explanation",
     "render_shadow",
     "run_explain",
@@ -103,6 +107,16 @@ class ReadOnlyKube:
     async def list(self, path: str, query: Sequence[tuple[str, str]] = ()) -> list[Any]:
         return (await self._client.list_objects(path, query))[0]
 
+    async def list_served(self, path: str) -> list[Any] | None:
+        """A collection the API server may not serve (PodGroups): None when it does not (404), or
+        when the user may not list it (403: explain still explains, without it)."""
+        try:
+            return await self.list(path)
+        except ApiError as error:
+            if error.status in (403, 404):
+                return None
+            raise
+
     async def node_metrics(self) -> list[Any] | None:
         """NodeMetrics, or None when the cluster serves no metrics API."""
         reply = await self._client.request("GET", METRICS_PATH, retries=1)
@@ -130,6 +144,8 @@ class Inputs:
     pod: PodInfo
     profile: Profile
     warnings: list[str]
+    #: every pod without a node, for the pending members of the pod's group
+    unbound: list[PodInfo] = field(default_factory=list)
 
 
 def _typed(items: Iterable[Any], kind: str, api_version: str) -> list[Any]:
@@ -212,7 +228,7 @@ async def gather(kube: ReadOnlyKube, reference: str, wanted_profile: str | None)
     except InputError as error:
         raise ExplainError(str(error)) from None
     warnings.extend(f'profile "{profile.name}": {warning}' for warning in profile.warnings(cluster))
-    return Inputs(cluster, _find(cluster, unbound, target), profile, warnings)
+    return Inputs(cluster, _find(cluster, unbound, target), profile, warnings, unbound)
 
 
 async def _list_cluster(kube: ReadOnlyKube, raw_pod: dict[str, Any], metrics: bool, warnings: list[str]) -> list[
@@ -227,6 +243,7 @@ async def _list_cluster(kube: ReadOnlyKube, raw_pod: dict[str, Any], metrics: bo
         listed[1].append(raw_pod)
     files = [_as_list(path, items, kind, version)
              for (kind, version, path, _), items in zip(collections, listed, strict=True)]
+    files += await _list_groups(kube)
     if metrics:
         usage = await kube.node_metrics()
         if usage is None:
@@ -234,6 +251,51 @@ async def _list_cluster(kube: ReadOnlyKube, raw_pod: dict[str, Any], metrics: bo
         else:
             files.append(_as_list(METRICS_PATH, usage, "NodeMetrics", "metrics.k8s.io/v1beta1"))
     return files
+
+
+async def _list_groups(kube: ReadOnlyKube) -> list[Documents]:
+    """The PodGroups of both APIs where served: the upstream kind in the first version discovery
+    offers (v1beta1, else v1alpha2), and scheduler-plugins' CRD."""
+    files: list[Documents] = []
+    upstream_found = False
+    for kind in GROUP_KINDS:
+        if kind.group == "scheduling.k8s.io" and upstream_found:
+            continue
+        items = await kube.list_served(kind.path())
+        if items is None:
+            continue
+        upstream_found = upstream_found or kind.group == "scheduling.k8s.io"
+        files.append(_as_list(kind.path(), items, "PodGroup", kind.api_version))
+    return files
+
+
+def group_view(inputs: Inputs, explanation: Explanation, top: int = 3) -> dict[str, Any] | None:
+    """For a pod of a PodGroup: its group, decided as the scheduler decides it (every pending
+    member together, placed whole or not at all), with the pod's node, message and scores from that
+    decision written into `explanation`; None for a pod of no group."""
+    pod, cluster = inputs.pod, inputs.cluster
+    ref = group_of(pod)
+    if ref is None:
+        return None
+    group = lookup(cluster.catalog, ref)
+    view: dict[str, Any] = {"name": ref.key, "placed": False, "outcome": None, "message": None}
+    if pod.node_name:
+        scheduled = scheduled_members(cluster, ref)
+        view["placed"] = group is not None and (group.scheduled or scheduled >= group.quorum)
+        return view
+    members = [p for p in inputs.unbound if group_of(p) == ref and p.scheduler_name == pod.scheduler_name
+               and not p.terminal and not p.deleting and p.key != pod.key]
+    decision = decide_group(Scheduler(), inputs.profile, cluster, ref, [pod, *members], top=top)
+    mine = next(d for d in decision.decisions if d.pod == pod.key)
+    view.update(placed=decision.now_placed or decision.outcome is Outcome.PREEMPTING,
+                outcome=decision.outcome.value, message=decision.message or None)
+    explanation.node = mine.preemption.node if mine.preemption is not None else mine.node
+    explanation.message = mine.message
+    explanation.preemption = mine.preemption
+    explanation.scores = list(mine.top)
+    explanation.scored = mine.feasible
+    explanation.node_rank = 1 if mine.node is not None and mine.top else None
+    return view
 
 
 def _key(item: Any) -> str:
@@ -263,11 +325,13 @@ def _preemption(explanation: Explanation) -> dict[str, Any] | None:
     return {"node": preemption.node, "victims": [victim.key for victim in preemption.victims]}
 
 
-def explanation_json(explanation: Explanation, all_nodes: bool = False) -> dict[str, Any]:
-    """API.md §5's object, keys in the contract's order, then Placer's additions."""
+def explanation_json(explanation: Explanation, all_nodes: bool = False,
+                     group: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """API.md §5's object, keys in the contract's order, then Placer's additions (a group member's
+    `group`: see `group_view`)."""
     names = list(explanation.rejected)
     shown = names if all_nodes else names[:REJECTED_LIMIT]
-    return {
+    result = {
         "pod": explanation.pod,
         "profile": explanation.profile,
         "node": explanation.node,
@@ -282,6 +346,9 @@ def explanation_json(explanation: Explanation, all_nodes: bool = False) -> dict[
         "nodeRank": explanation.node_rank,
         "preemption": _preemption(explanation),
     }
+    if group is not None:
+        result["group"] = dict(group)
+    return result
 
 
 def _rows(rows: list[tuple[str, ...]], out: TextIO, indent: str = "  ") -> None:
@@ -305,9 +372,14 @@ def _headline(e: Explanation) -> str:
     return where + "pending; no node fits"
 
 
-def render_explanation(e: Explanation, out: TextIO, all_nodes: bool = False) -> None:
+def render_explanation(e: Explanation, out: TextIO, all_nodes: bool = False,
+                       group: Mapping[str, Any] | None = None) -> None:
     """The table: a headline, kube's message, every refused node's reasons, the scores."""
     out.write(_headline(e) + "\n")
+    if group is not None:
+        state = "placed" if group["placed"] else "not placed"
+        detail = f" ({group['message']})" if group.get("message") else ""
+        out.write(f"group {group['name']}: {state}{detail}\n")
     if e.message:
         out.write(e.message + "\n")
     names = list(e.rejected)
@@ -389,10 +461,11 @@ async def run_explain(options: ExplainOptions, out: TextIO, err: TextIO) -> int:
         for warning in inputs.warnings:
             err.write(f"warning: {warning}\n")
         explanation = explain(inputs.pod, inputs.profile, inputs.cluster, top=options.top)
+        group = group_view(inputs, explanation, options.top)
         if options.output == "json":
-            render_json(explanation_json(explanation, options.all_nodes), out)
+            render_json(explanation_json(explanation, options.all_nodes, group), out)
         else:
-            render_explanation(explanation, out, options.all_nodes)
+            render_explanation(explanation, out, options.all_nodes, group)
         return 0
     except ExplainError as error:
         err.write(f"placer explain: {error}\n")

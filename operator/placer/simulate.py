@@ -16,7 +16,9 @@ from typing import Any, TextIO
 import yaml
 
 from placer.engine.cluster import ClusterState
-from placer.engine.kinds import KINDS_BY_NAME, resolve_priority, upsert_object
+from placer.engine.gang import Outcome, decide_group
+from placer.engine.groups import GROUP_KINDS, GroupRef, group_of, pending_by_group
+from placer.engine.kinds import KINDS_BY_NAME, document_kind, resolve_priority, upsert_object
 from placer.engine.objects import (
     ObjectError,
     PodInfo,
@@ -28,6 +30,7 @@ from placer.engine.objects import (
 from placer.engine.profile import API_VERSION, KIND, Profile, ProfileError, compile_profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision, Scheduler
+from placer.plugins.dynamic_resources import DeviceReservation, release_pod, settle
 
 __all__ = [
     "Claimant",
@@ -65,6 +68,8 @@ class Simulation:
     profiles: dict[str, Profile]  # by schedulerName
     decisions: list[Decision] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: pod key -> the group it belongs to and whether that group is placed (API.md §4's `group`)
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 # One input file and its documents: (number in the file, from 1; the document), `null` documents
@@ -142,10 +147,15 @@ def cluster_from_documents(files: Iterable[Documents]) -> tuple[ClusterState, li
                         unbound.append(pod)
                 elif kind == "NodeMetrics":
                     cluster.set_node_metrics(*parse_node_metrics(obj))
-                elif kind in KINDS_BY_NAME:
-                    upsert_object(cluster.catalog, KINDS_BY_NAME[kind], obj)
+                elif (catalog_kind := document_kind(obj)) is not None:
+                    upsert_object(cluster.catalog, catalog_kind, obj)
+                elif kind == "PodGroup":
+                    versions = ", ".join(k.api_version for k in GROUP_KINDS)
+                    given = obj.get("apiVersion")
+                    raise ObjectError("apiVersion", f'Unsupported value: "{given}": expected {versions}')
                 else:
-                    expected = f"expected Node, Pod, NodeMetrics, {', '.join(KINDS_BY_NAME)} or a List of them"
+                    names = ", ".join(KINDS_BY_NAME)
+                    expected = f"expected Node, Pod, NodeMetrics, {names}, PodGroup or a List of them"
                     raise ObjectError("kind", f'Unsupported value: "{kind}": {expected}')
             except ObjectError as error:
                 raise InputError(f"{where} {kind or ''} {_object_name(obj)!r}: {error}") from None
@@ -259,19 +269,57 @@ def place(simulation: Simulation, top: int = 3) -> Simulation:
     """Place the pending pods in order, each counting against its node before the next."""
     cluster, profiles = simulation.cluster, simulation.profiles
     scheduler = Scheduler()
+    groups = pending_by_group(simulation.pending)
     for pod in simulation.pending:
+        if pod.key in simulation.groups:
+            continue  # decided with its group
         profile = profiles[pod.scheduler_name]
+        ref = group_of(pod)
+        if ref is not None:
+            _place_group(simulation, scheduler, profile, ref, groups[ref], top)
+            continue
         decision = scheduler.schedule(pod, profile, cluster, top=top)
         if decision.preemption is not None:
             # the victims are gone at once here (the operator evicts them and waits), and the pod
             # takes the room they leave on its nominated node
-            for victim in decision.preemption.victims:
-                cluster.remove_pod(victim.key)
+            _evict(cluster, decision.preemption.victims)
             decision.node = decision.preemption.node
         if decision.node is not None:
             scheduler.assume(pod, decision, profile, cluster)
+            _settle(cluster, decision)
         simulation.decisions.append(decision)
     return simulation
+
+
+def _evict(cluster: ClusterState, victims: Iterable[PodInfo]) -> None:
+    for victim in victims:
+        cluster.remove_pod(victim.key)
+        release_pod(cluster, victim)  # a claim it alone held is deallocated (its devices free)
+
+
+def _settle(cluster: ClusterState, decision: Decision) -> None:
+    devices = decision.reservations.get("DynamicResources")
+    if isinstance(devices, DeviceReservation):
+        settle(cluster, devices)  # its claims allocated and reserved, as PreBind leaves them
+
+
+def _place_group(
+    simulation: Simulation, scheduler: Scheduler, profile: Profile, ref: GroupRef, pods: list[PodInfo], top: int
+) -> None:
+    """A group's pending pods decided together (placer.engine.gang), at the place of its first pod
+    in the queue: a gang placed whole or not at all, a preempting gang's victims evicted at once."""
+    cluster = simulation.cluster
+    outcome = decide_group(scheduler, profile, cluster, ref, pods, top=top)
+    if outcome.outcome is Outcome.PREEMPTING:
+        _evict(cluster, outcome.victims)
+    placed = outcome.now_placed or outcome.outcome is Outcome.PREEMPTING
+    for pod, decision in zip(outcome.pods, outcome.decisions, strict=True):
+        if decision.node is not None:
+            if outcome.outcome is Outcome.PREEMPTING:
+                scheduler.assume(pod, decision, profile, cluster)
+            _settle(cluster, decision)
+        simulation.groups[pod.key] = {"name": ref.key, "placed": placed}
+        simulation.decisions.append(decision)
 
 
 def _summary(decisions: Sequence[Decision]) -> dict[str, int]:
@@ -293,17 +341,28 @@ def _volumes(decision: Decision) -> list[dict[str, Any]]:
     return [] if bindings is None else bindings.as_json()
 
 
-def placement(d: Decision) -> dict[str, Any]:
-    """One placement of API.md §4's JSON, keys in the contract's order."""
-    return {
+def _devices(decision: Decision) -> list[dict[str, Any]]:
+    """The devices a placement allocates to its claims (API.md §4), empty when none."""
+    devices = decision.reservations.get("DynamicResources")
+    return devices.as_json() if isinstance(devices, DeviceReservation) else []
+
+
+def placement(d: Decision, group: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One placement of API.md §4's JSON, keys in the contract's order; a group member's carries
+    `group` too (`Simulation.groups`)."""
+    result = {
         "pod": d.pod,
         "profile": d.profile,
         "node": d.node,
         "message": d.message,
         "scores": [s.as_dict() for s in d.top],
         "volumes": _volumes(d),
+        "devices": _devices(d),
         "preemption": _preemption(d),
     }
+    if group is not None:
+        result["group"] = dict(group)
+    return result
 
 
 def summary(simulation: Simulation) -> dict[str, int]:
@@ -317,7 +376,7 @@ def render_json(simulation: Simulation, out: TextIO) -> None:
     indent runs the pure-Python encoder and writes every token apart), and the text is written at once.
     """
     encode = json.dumps
-    lines = [encode(placement(d)) for d in simulation.decisions]
+    lines = [encode(placement(d, simulation.groups.get(d.pod))) for d in simulation.decisions]
     placements = "[\n    " + ",\n    ".join(lines) + "\n  ]" if lines else "[]"
     out.write(f'{{\n  "placements": {placements},\n  "summary": {encode(_summary(simulation.decisions))}\n}}\n')
 
@@ -327,7 +386,8 @@ def render_table(simulation: Simulation, out: TextIO) -> None:
     for d in simulation.decisions:
         if d.preemption is not None:
             victims = ", ".join(victim.key for victim in d.preemption.victims)
-            rows.append((d.pod, d.profile, d.node or "", "-", f"preempts {victims}"))
+            reason = f"preempts {victims}" if victims else "fits once its gang's victims are gone"
+            rows.append((d.pod, d.profile, d.node or "", "-", reason))
         elif d.node is not None and not d.top:  # --top 0: no scores kept
             rows.append((d.pod, d.profile, d.node, "-", ""))
         elif d.node is not None:
@@ -345,3 +405,9 @@ def render_table(simulation: Simulation, out: TextIO) -> None:
         f"\n{summary['pods']} pods: {summary['scheduled']} scheduled, "
         f"{summary['unschedulable']} unschedulable\n"
     )
+    groups: dict[str, bool] = {}
+    for group in simulation.groups.values():
+        groups.setdefault(group["name"], group["placed"])
+    if groups:
+        out.write("groups: " + ", ".join(f"{name} {'placed' if placed else 'not placed'}"
+                                         for name, placed in groups.items()) + "\n")

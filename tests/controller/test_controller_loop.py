@@ -22,7 +22,7 @@ async def running() -> AsyncIterator[Running]:
     loop = SchedulingLoop(state)
     task = asyncio.create_task(loop.run())
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.observe_profile(profile("default", "placer"))
+    state.cache.observe_profile(profile("default", "placer"))
     state.may_schedule.set()
     yield state, kube, loop
     for job in (task, *workers):
@@ -39,13 +39,13 @@ async def test_assumes_before_binding_and_keeps_the_assumption_until_the_watch(r
         return BindOutcome(BindResult.BOUND)
 
     kube.bind_result = bind
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("p1"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("p1"))
     await until(lambda: kube.binds)
     assert seen == [True]
     await until(lambda: "default/p1" not in state.queue)
     assert state.cluster.is_assumed("default/p1")
-    state.observe_pod(pod("p1", node_name="n1"))  # the watch confirms
+    state.cache.observe_pod(pod("p1", node_name="n1"))  # the watch confirms
     assert not state.cluster.is_assumed("default/p1") and "default/p1" in state.cluster.pods
     await until(lambda: kube.events)
     assert kube.events[0]["reason"] == "Scheduled"
@@ -55,8 +55,8 @@ async def test_a_failed_bind_is_forgotten_and_retried(running: Running) -> None:
     state, kube, _ = running
     outcomes = iter([BindOutcome(BindResult.FAILED, "HTTP 500"), BindOutcome(BindResult.BOUND)])
     kube.bind_result = lambda key, node_name: next(outcomes)
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("p1"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("p1"))
     await until(lambda: len(kube.binds) == 2)
     assert state.metrics.bindings.get(result="failed") == 1
     await until(lambda: state.metrics.bindings.get(result="bound") == 1)
@@ -69,8 +69,8 @@ async def test_a_failed_bind_is_forgotten_and_retried(running: Running) -> None:
 async def test_conflict_and_gone_drop_the_pod(running: Running, result: BindResult) -> None:
     state, kube, _ = running
     kube.bind_result = lambda key, node_name: BindOutcome(result, "already assigned")
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("p1"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("p1"))
     await until(lambda: state.metrics.bindings.get(result=result.value) == 1)
     await asyncio.sleep(0.3)  # longer than the backoff: it must not come back
     assert kube.binds == [("default/p1", "n1")]
@@ -87,27 +87,27 @@ async def test_no_double_bind_while_events_lag(running: Running) -> None:
         return BindOutcome(BindResult.BOUND)
 
     kube.bind_result = slow
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("p1", rv=1))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("p1", rv=1))
     await until(lambda: kube.binds)
-    state.observe_pod(pod("p1", rv=2))  # e.g. a label change while the bind is in flight
+    state.cache.observe_pod(pod("p1", rv=2))  # e.g. a label change while the bind is in flight
     release.set()
     await until(lambda: "default/p1" not in state.queue)
-    state.observe_pod(pod("p1", rv=3))  # bound, but the watch still shows it unbound
-    state.observe_pod(pod("p1", rv=2))  # and a stale copy
+    state.cache.observe_pod(pod("p1", rv=3))  # bound, but the watch still shows it unbound
+    state.cache.observe_pod(pod("p1", rv=2))  # and a stale copy
     await asyncio.sleep(0.3)
     assert kube.binds == [("default/p1", "n1")]
 
 
 async def test_a_node_is_never_overcommitted_while_the_watch_lags(running: Running) -> None:
     state, kube, _ = running
-    state.observe_node(node("n1", cpu="2"))
+    state.cache.observe_node(node("n1", cpu="2"))
     for index in range(6):
-        state.observe_pod(pod(f"p{index}", cpu="1"))
+        state.cache.observe_pod(pod(f"p{index}", cpu="1"))
     await until(lambda: len(kube.binds) == 2)
     await asyncio.sleep(0.3)  # no watch event ever confirms them: still only two fit
     assert len(kube.binds) == 2
-    state.observe_node(node("n2", cpu="2"))  # a new node wakes the waiting pods
+    state.cache.observe_node(node("n2", cpu="2"))  # a new node wakes the waiting pods
     await until(lambda: len(kube.binds) == 4)
     assert sorted(n for _, n in kube.binds) == ["n1", "n1", "n2", "n2"]
 
@@ -121,9 +121,9 @@ async def test_binds_in_flight_are_bounded(running: Running) -> None:
         return BindOutcome(BindResult.BOUND)
 
     kube.bind_result = slow
-    state.observe_node(node("n1", cpu="64"))
+    state.cache.observe_node(node("n1", cpu="64"))
     for index in range(10):
-        state.observe_pod(pod(f"p{index}"))
+        state.cache.observe_pod(pod(f"p{index}"))
     await until(lambda: len(kube.binds) == 4)
     await asyncio.sleep(0.1)
     assert len(kube.binds) == 4 and loop.binds_in_flight == 4
@@ -134,8 +134,8 @@ async def test_binds_in_flight_are_bounded(running: Running) -> None:
 
 async def test_unschedulable_backs_off_and_reports(running: Running) -> None:
     state, kube, _ = running
-    state.observe_node(node("n1", cpu="1"))
-    state.observe_pod(pod("big", cpu="2"))
+    state.cache.observe_node(node("n1", cpu="1"))
+    state.cache.observe_pod(pod("big", cpu="2"))
     await until(lambda: kube.conditions and kube.events)
     assert kube.binds == []
     assert kube.events[0]["reason"] == "FailedScheduling"
@@ -143,7 +143,7 @@ async def test_unschedulable_backs_off_and_reports(running: Running) -> None:
     note = kube.events[0]["note"]
     assert note in ("0/1 nodes are available: 1 Insufficient cpu.",
                     "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-                    "1 No preemption victims found for incoming pod..")
+                    "1 Preemption is not helpful for scheduling..")  # kube v1.36: 2 cpu never fit in 1
     assert kube.conditions[0][1]["status"]["conditions"][0]["message"] == note
     entry = state.queue.entry("default/big")
     assert entry is not None and entry.state in ("waiting", "in_flight", "active")
@@ -155,9 +155,9 @@ async def test_unschedulable_backs_off_and_reports(running: Running) -> None:
 
 async def test_a_malformed_pod_fails_without_crashing(running: Running) -> None:
     state, kube, _ = running
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("bad", cpu="lots"))
-    state.observe_pod(pod("good"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("bad", cpu="lots"))
+    state.cache.observe_pod(pod("good"))
     await until(lambda: kube.binds and kube.conditions)
     assert kube.binds == [("default/good", "n1")]
     assert "lots" in kube.conditions[0][1]["status"]["conditions"][0]["message"]
@@ -166,20 +166,20 @@ async def test_a_malformed_pod_fails_without_crashing(running: Running) -> None:
 
 async def test_pods_of_other_schedulers_are_left_alone(running: Running) -> None:
     state, kube, _ = running
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("theirs", scheduler="default-scheduler"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("theirs", scheduler="default-scheduler"))
     await asyncio.sleep(0.1)
     assert kube.binds == [] and "default/theirs" not in state.queue
-    assert "default/theirs" in state.pending["default-scheduler"]
-    state.observe_profile(profile("late", "default-scheduler"))  # a profile takes the name over
+    assert "default/theirs" in state.cache.pending["default-scheduler"]
+    state.cache.observe_profile(profile("late", "default-scheduler"))  # a profile takes the name over
     await until(lambda: kube.binds == [("default/theirs", "n1")])
 
 
 async def test_nothing_is_scheduled_while_not_allowed(running: Running) -> None:
     state, kube, _ = running
     state.may_schedule.clear()
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("p1"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("p1"))
     await asyncio.sleep(0.1)
     assert kube.binds == []
     state.may_schedule.set()
@@ -188,14 +188,14 @@ async def test_nothing_is_scheduled_while_not_allowed(running: Running) -> None:
 
 async def test_a_profile_reload_applies_from_the_next_cycle(running: Running) -> None:
     state, kube, _ = running
-    state.observe_node(node("a"))
-    state.observe_node(node("b"))
+    state.cache.observe_node(node("a"))
+    state.cache.observe_node(node("b"))
     prefer = [{"name": "PreferNode", "weight": 100, "args": {"nodes": ["a"]}}]
-    state.observe_profile(profile("default", "placer", generation=2, scores=prefer))
-    state.observe_pod(pod("p1"))
+    state.cache.observe_profile(profile("default", "placer", generation=2, scores=prefer))
+    state.cache.observe_pod(pod("p1"))
     await until(lambda: len(kube.binds) == 1)
     prefer = [{"name": "PreferNode", "weight": 100, "args": {"nodes": ["b"]}}]
-    state.observe_profile(profile("default", "placer", generation=3, scores=prefer))
-    state.observe_pod(pod("p2"))
+    state.cache.observe_profile(profile("default", "placer", generation=3, scores=prefer))
+    state.cache.observe_pod(pod("p2"))
     await until(lambda: len(kube.binds) == 2)
     assert kube.binds == [("default/p1", "a"), ("default/p2", "b")]

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from placer.controller.kube import ApiError
 from placer.controller.loop import SchedulingLoop
-from placer.controller.prebind import BOUND_BY_CONTROLLER
 from placer.controller.state import SchedulerState
 from placer.engine.kinds import KINDS
 from placer.engine.storage import BIND_COMPLETED, SELECTED_NODE
+from placer.plugins.volume_binding import BOUND_BY_CONTROLLER
 
 from tests.controller.helpers import FakeKube, node, pod, profile, unit_state, until
 
@@ -83,13 +83,13 @@ def complete_binding(state: SchedulerState, kube: FakeKube, claim_name: str, vol
 @pytest.fixture
 async def running() -> AsyncIterator[Running]:
     kube = FakeKube()
-    state = unit_state(kube, max_binds_in_flight=1, initial_backoff=0.05, max_backoff=0.2, volume_bind_timeout=0.5)
+    state = unit_state(kube, max_binds_in_flight=1, initial_backoff=0.05, max_backoff=0.2, pre_bind_timeout=0.5)
     kube.on_write = lambda plural, raw: observe(state, plural, raw)  # the watch echoes every write
     loop = SchedulingLoop(state)
     task = asyncio.create_task(loop.run())
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.observe_profile(profile("volumes", "placer", filters=FILTERS))
-    state.observe_node(node("n1", cpu="4"))
+    state.cache.observe_profile(profile("volumes", "placer", filters=FILTERS))
+    state.cache.observe_node(node("n1", cpu="4"))
     observe(state, "storageclasses", storage_class(LOCAL, "kubernetes.io/no-provisioner"))
     observe(state, "storageclasses", storage_class(FAST, "csi.example.com"))
     state.may_schedule.set()
@@ -122,6 +122,12 @@ def assert_nothing_held(state: SchedulerState, key: str = "default/p") -> None:
     assert not any(catalog.assumed(PVC, name, ns) for ns, name, _ in catalog.items(PVC))
 
 
+def waiting(state: SchedulerState) -> float:
+    """`placer_volume_binds_waiting`: pods in VolumeBinding's PreBind now."""
+    [line] = [line for line in state.metrics.render().splitlines() if line.startswith("placer_volume_binds_waiting ")]
+    return float(line.split()[1])
+
+
 def notes(kube: FakeKube) -> list[str]:
     return [event["note"] for event in kube.events if event["reason"] == "FailedScheduling"]
 
@@ -131,7 +137,7 @@ async def test_a_static_binding_is_written_then_the_pod_bound_once_the_claim_is(
     put(state, kube, "persistentvolumes", volume("pv1"))
     put(state, kube, "persistentvolumeclaims", claim("data"))
     pv_version = kube.volumes["pv1"]["metadata"]["resourceVersion"]
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: kube.writes)
     [(plural, key, patch)] = kube.writes
     assert (plural, key) == ("persistentvolumes", "pv1")
@@ -151,12 +157,12 @@ async def test_a_static_binding_is_written_then_the_pod_bound_once_the_claim_is(
 
 
 async def test_waiting_for_volumes_holds_no_bind_slot(running: Running) -> None:
-    state, kube, loop = running  # one bind slot only
+    state, kube, _ = running  # one bind slot only
     put(state, kube, "persistentvolumes", volume("pv1"))
     put(state, kube, "persistentvolumeclaims", claim("data"))
-    state.observe_pod(pod_with("p", "data"))
-    await until(lambda: loop.volume_binds_waiting == 1)
-    state.observe_pod(pod("plain", cpu="1"))
+    state.cache.observe_pod(pod_with("p", "data"))
+    await until(lambda: waiting(state) == 1)
+    state.cache.observe_pod(pod("plain", cpu="1"))
     await until(lambda: kube.binds)
     assert kube.binds == [("default/plain", "n1")]
     complete_binding(state, kube, "data", "pv1")
@@ -169,7 +175,7 @@ async def test_a_rejected_write_leaves_nothing_assumed(running: Running) -> None
     put(state, kube, "persistentvolumeclaims", claim("data"))
     kube.write_status = 403
     slow_retries(state)
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: notes(kube))
     assert notes(kube)[0] == 'running PreBind plugin "VolumeBinding": HTTP 403 from the fake'
     assert kube.binds == []
@@ -193,9 +199,9 @@ async def test_an_unanswered_write_pauses_scheduling(running: Running) -> None:
     put(state, kube, "persistentvolumeclaims", claim("data"))
     kube.write_error = ApiError(0, "PATCH /api/v1/persistentvolumes/pv1: ClientConnectorError")
     slow_retries(state)
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: notes(kube))
-    assert not state.api_up.is_set()
+    assert not state.api.up.is_set()
     await until(lambda: "default/p" not in state.cluster.pods)
     assert_nothing_held(state)
 
@@ -205,7 +211,7 @@ async def test_a_provisioner_that_never_answers_times_out_and_the_annotation_goe
     put(state, kube, "persistentvolumeclaims", claim("data", FAST))
     version = kube.claims["default/data"]["metadata"]["resourceVersion"]
     slow_retries(state)
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: kube.writes)
     plural, key, patch = kube.writes[0]
     assert (plural, key) == ("persistentvolumeclaims", "default/data")
@@ -229,10 +235,10 @@ async def test_a_provisioner_that_never_answers_times_out_and_the_annotation_goe
 
 async def test_a_provisioner_that_gives_up_fails_at_once(running: Running) -> None:
     state, kube, _ = running
-    state.options.volume_bind_timeout = 30.0
+    state.options.pre_bind_timeout = 30.0
     slow_retries(state)
     put(state, kube, "persistentvolumeclaims", claim("data", FAST))
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: SELECTED_NODE in (kube.claims["default/data"]["metadata"].get("annotations") or {}))
     stored = kube.claims["default/data"]
     del stored["metadata"]["annotations"][SELECTED_NODE]  # the external-provisioner's "reschedule"
@@ -248,15 +254,15 @@ async def test_a_provisioner_that_gives_up_fails_at_once(running: Running) -> No
 
 
 async def test_a_pod_deleted_during_the_wait_is_dropped_and_nothing_is_left(running: Running) -> None:
-    state, kube, loop = running
-    state.options.volume_bind_timeout = 30.0
+    state, kube, _ = running
+    state.options.pre_bind_timeout = 30.0
     put(state, kube, "persistentvolumeclaims", claim("data", FAST))
     raw = pod_with("p", "data")
-    state.observe_pod(raw)
-    await until(lambda: loop.volume_binds_waiting == 1 and kube.writes)
+    state.cache.observe_pod(raw)
+    await until(lambda: waiting(state) == 1 and kube.writes)
     started = time.monotonic()
-    state.pod_deleted(raw)
-    await until(lambda: loop.volume_binds_waiting == 0)
+    state.cache.pod_deleted(raw)
+    await until(lambda: waiting(state) == 0)
     assert time.monotonic() - started < 0.5
     assert state.metrics.volume_binds.get(result="gone") == 1
     assert_nothing_held(state)
@@ -266,14 +272,14 @@ async def test_a_pod_deleted_during_the_wait_is_dropped_and_nothing_is_left(runn
 
 
 async def test_leadership_lost_during_the_wait_abandons_the_binding(running: Running) -> None:
-    state, kube, loop = running
-    state.options.volume_bind_timeout = 30.0
+    state, kube, _ = running
+    state.options.pre_bind_timeout = 30.0
     put(state, kube, "persistentvolumeclaims", claim("data", FAST))
-    state.observe_pod(pod_with("p", "data"))
-    await until(lambda: loop.volume_binds_waiting == 1 and kube.writes)
+    state.cache.observe_pod(pod_with("p", "data"))
+    await until(lambda: waiting(state) == 1 and kube.writes)
     state.leader = SimpleNamespace(is_leader=False)  # type: ignore[assignment]
     state._stopped_leading()
-    await until(lambda: loop.volume_binds_waiting == 0, timeout=2)
+    await until(lambda: waiting(state) == 0, timeout=2)
     assert state.metrics.volume_binds.get(result="abandoned") == 1
     assert_nothing_held(state)
     assert SELECTED_NODE not in (kube.claims["default/data"]["metadata"].get("annotations") or {})
@@ -284,14 +290,14 @@ async def test_leadership_lost_during_the_wait_abandons_the_binding(running: Run
 
 async def test_stopping_abandons_the_waits(running: Running) -> None:
     state, kube, loop = running
-    state.options.volume_bind_timeout = 30.0
+    state.options.pre_bind_timeout = 30.0
     put(state, kube, "persistentvolumeclaims", claim("data", FAST))
-    state.observe_pod(pod_with("p", "data"))
-    await until(lambda: loop.volume_binds_waiting == 1 and kube.writes)
+    state.cache.observe_pod(pod_with("p", "data"))
+    await until(lambda: waiting(state) == 1 and kube.writes)
     started = time.monotonic()
     await loop.drain(timeout=2.0)
     assert time.monotonic() - started < 1.0
-    assert loop.volume_binds_waiting == 0 and state.metrics.volume_binds.get(result="abandoned") == 1
+    assert waiting(state) == 0 and state.metrics.volume_binds.get(result="abandoned") == 1
     assert_nothing_held(state)
     assert SELECTED_NODE not in (kube.claims["default/data"]["metadata"].get("annotations") or {})
 
@@ -304,7 +310,7 @@ async def test_a_volume_taken_meanwhile_is_a_conflict_and_never_given_twice(runn
     kube.volumes["pv1"]["spec"]["claimRef"] = {"namespace": "other", "name": "theirs", "uid": "uid-theirs"}
     kube.volumes["pv1"]["metadata"]["resourceVersion"] = "999999"
     slow_retries(state)
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: notes(kube))
     assert notes(kube)[0].startswith('running PreBind plugin "VolumeBinding": Operation cannot be fulfilled')
     assert kube.volumes["pv1"]["spec"]["claimRef"]["name"] == "theirs"
@@ -317,9 +323,9 @@ async def test_a_second_pod_never_gets_the_volume_the_first_one_is_waiting_for(r
     put(state, kube, "persistentvolumes", volume("pv1"))
     put(state, kube, "persistentvolumeclaims", claim("a"))
     put(state, kube, "persistentvolumeclaims", claim("b"))
-    state.observe_pod(pod_with("pa", "a"))
+    state.cache.observe_pod(pod_with("pa", "a"))
     await until(lambda: kube.writes)
-    state.observe_pod(pod_with("pb", "b"))
+    state.cache.observe_pod(pod_with("pb", "b"))
     await until(lambda: notes(kube))
     assert notes(kube)[0].startswith(
         "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind.")
@@ -336,7 +342,7 @@ async def test_a_write_that_landed_before_its_conflict_counts_as_written(running
     stored["spec"]["claimRef"] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": "default",
                                   "name": "data", "uid": "uid-data"}
     stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1000)
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: kube.writes)
     await asyncio.sleep(0.1)
     assert notes(kube) == [] and state.cluster.is_assumed("default/p")
@@ -348,11 +354,11 @@ async def test_a_write_that_landed_before_its_conflict_counts_as_written(running
 
 async def test_the_catalog_shows_the_assumption_and_keeps_the_servers_copy(running: Running) -> None:
     state, kube, _ = running
-    state.options.volume_bind_timeout = 30.0
+    state.options.pre_bind_timeout = 30.0
     put(state, kube, "persistentvolumes", volume("pv1"))
     put(state, kube, "persistentvolumeclaims", claim("data"))
     kube.on_write = None  # the watch never echoes our write
-    state.observe_pod(pod_with("p", "data"))
+    state.cache.observe_pod(pod_with("p", "data"))
     await until(lambda: kube.writes)
     catalog = state.cluster.catalog
     assert catalog.assumed(PV, "pv1") and catalog.get(PV, "pv1").claim == ("default", "data", "uid-data")

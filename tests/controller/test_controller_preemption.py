@@ -40,7 +40,7 @@ async def manual() -> AsyncIterator[Manual]:
     state = unit_state(kube, initial_backoff=0.05, max_backoff=0.2)
     loop = SchedulingLoop(state)
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.observe_profile(profile("default", "placer"))
+    state.cache.observe_profile(profile("default", "placer"))
     state.may_schedule.set()
     yield state, kube, loop
     jobs = [*workers, *loop.preemptions.tasks]
@@ -68,19 +68,19 @@ async def settle(loop: SchedulingLoop) -> None:
 
 def full_node(state: SchedulerState) -> None:
     """n1 (2 cpu) runs a (started first) and b, 1 cpu each, priority 0."""
-    state.observe_node(node("n1", cpu="2"))
-    state.observe_pod(running("a", "n1", "1", "2025-01-01T00:00:00Z"))
-    state.observe_pod(running("b", "n1", "1", "2025-01-01T01:00:00Z"))
+    state.cache.observe_node(node("n1", cpu="2"))
+    state.cache.observe_pod(running("a", "n1", "1", "2025-01-01T00:00:00Z"))
+    state.cache.observe_pod(running("b", "n1", "1", "2025-01-01T01:00:00Z"))
 
 
 def fits(state: SchedulerState, raw: dict[str, Any]) -> str | None:
     """Where the engine would put this pod now (nothing is changed)."""
-    state.observe_pod(raw)
+    state.cache.observe_pod(raw)
     key = f"default/{raw['metadata']['name']}"
     state.queue.remove(key)  # decided here, not by the loop
     selected = state.profiles.active("placer")
     assert selected is not None
-    decision = state.scheduler.schedule(state.pending["placer"][key], selected, state.cluster)
+    decision = state.scheduler.schedule(state.cache.pending["placer"][key], selected, state.cluster)
     return decision.node
 
 
@@ -91,7 +91,7 @@ def events(kube: FakeKube, reason: str) -> list[dict[str, Any]]:
 async def test_the_preemptor_is_nominated_at_once_and_its_victim_evicted_in_order(manual: Manual) -> None:
     state, kube, loop = manual
     full_node(state)
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     # nominated in the cycle itself: the next decision already holds the room
     assert state.cluster.nominated["default/hp"][1] == "n1"
@@ -130,12 +130,12 @@ async def test_the_preemptor_is_nominated_at_once_and_its_victim_evicted_in_orde
     assert state.metrics.preemptions.get(profile="default") == 1
     assert state.metrics.preemption_victims.get(result="deleted") == 1
     assert kube.binds == []
-    assert not state.nomination_writes and not loop.preemptions._locks  # nothing left behind
+    assert not state.nominations.writes and not loop.preemptions._locks  # nothing left behind
 
     # the victim goes: the preemptor is woken by it and binds to its nominated node
     entry = state.queue.entry("default/hp")
     assert entry is not None and entry.state == "waiting" and "Pod/Delete" in entry.wake_on
-    state.pod_deleted(running("b", "n1", "1", ""))
+    state.cache.pod_deleted(running("b", "n1", "1", ""))
     await decide(state, loop, "default/hp")
     await until(lambda: kube.binds)
     assert kube.binds == [("default/hp", "n1")]
@@ -145,18 +145,18 @@ async def test_the_preemptor_is_nominated_at_once_and_its_victim_evicted_in_orde
 async def test_the_nomination_holds_the_room_against_pods_of_its_priority_or_lower(manual: Manual) -> None:
     state, _, loop = manual
     full_node(state)
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     await settle(loop)
-    state.pod_deleted(running("b", "n1", "1", ""))  # the room is free, but held for hp
+    state.cache.pod_deleted(running("b", "n1", "1", ""))  # the room is free, but held for hp
     assert fits(state, pending("low", "1", 0)) is None
     assert fits(state, pending("equal", "1", 1000)) is None
     assert fits(state, pending("higher", "1", 2000)) == "n1"  # kube: a higher priority ignores it
     # a pending copy without nominatedNodeName (the condition write's echo) keeps it
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     assert state.cluster.nominated["default/hp"][1] == "n1"
     # the preemptor deleted: the room is anyone's
-    state.pod_deleted(pending("hp", "1", 1000))
+    state.cache.pod_deleted(pending("hp", "1", 1000))
     assert "default/hp" not in state.cluster.nominated
     assert fits(state, pending("low2", "1", 0)) == "n1"
 
@@ -164,13 +164,13 @@ async def test_the_nomination_holds_the_room_against_pods_of_its_priority_or_low
 async def test_lower_priority_nominations_to_the_node_are_displaced_and_cleared(manual: Manual) -> None:
     state, kube, loop = manual
     full_node(state)
-    state.observe_pod(pending("mid", "1", 100))
+    state.cache.observe_pod(pending("mid", "1", 100))
     await decide(state, loop, "default/mid")
     await settle(loop)
     assert state.cluster.nominated["default/mid"][1] == "n1"
     assert kube.deletes == [("default/b", "uid-b")]
     # b still shows (no watch event yet); a pod of higher priority needs the whole node
-    state.observe_pod(pending("top", "2", 1000))
+    state.cache.observe_pod(pending("top", "2", 1000))
     kube.pod_writes.clear()
     await decide(state, loop, "default/top")
     assert "default/mid" not in state.cluster.nominated
@@ -181,7 +181,7 @@ async def test_lower_priority_nominations_to_the_node_are_displaced_and_cleared(
                                                  "status": {"nominatedNodeName": None}})]
     nominations = [w for w in kube.pod_writes if w[1] == "default/top"]
     assert nominations[0][2]["status"]["nominatedNodeName"] == "n1"
-    assert not state.nomination_writes
+    assert not state.nominations.writes
     assert sorted(key for key, _ in kube.deletes) == ["default/a", "default/b", "default/b"]
 
 
@@ -189,7 +189,7 @@ async def test_a_victim_already_gone_is_fine(manual: Manual) -> None:
     state, kube, loop = manual
     full_node(state)
     kube.delete_status = lambda key: 404
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     await settle(loop)
     assert kube.deletes == [("default/b", "uid-b")]
@@ -203,7 +203,7 @@ async def test_a_recreated_victim_is_not_deleted(manual: Manual) -> None:
     state, kube, loop = manual
     full_node(state)
     kube.delete_status = lambda key: 409  # the UID precondition: a pod of that name re-created
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     await settle(loop)
     assert state.metrics.preemption_victims.get(result="gone") == 1
@@ -213,7 +213,7 @@ async def test_a_failed_delete_leaves_the_nomination_and_the_preemptor_tries_aga
     state, kube, loop = manual
     full_node(state)
     kube.delete_status = lambda key: 403
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     await settle(loop)
     assert state.metrics.preemption_victims.get(result="failed") == 1
@@ -233,7 +233,7 @@ async def test_a_preemptor_gone_before_its_nomination_is_written_spares_its_vict
     state, kube, loop = manual
     full_node(state)
     kube.condition_status = 404
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     await settle(loop)
     assert kube.deletes == []
@@ -254,10 +254,10 @@ async def test_a_preemptor_deleted_while_its_nomination_is_written_spares_the_vi
         return await original(namespace, name, patch)
 
     kube.patch_pod_status = slow  # type: ignore[method-assign]
-    state.observe_pod(pending("hp", "2", 1000))  # needs both a and b gone
+    state.cache.observe_pod(pending("hp", "2", 1000))  # needs both a and b gone
     await decide(state, loop, "default/hp")
     await asyncio.sleep(0.01)
-    state.pod_deleted(pending("hp", "2", 1000))  # its nomination goes with it
+    state.cache.pod_deleted(pending("hp", "2", 1000))  # its nomination goes with it
     assert "default/hp" not in state.cluster.nominated
     gate.set()
     await settle(loop)
@@ -276,22 +276,22 @@ async def test_the_watch_does_not_undo_a_nomination_being_written(manual: Manual
         return await original(namespace, name, patch)
 
     kube.patch_pod_status = slow  # type: ignore[method-assign]
-    state.observe_pod(pending("hp", "1", 1000, nominated="n9"))  # an old nomination, elsewhere
+    state.cache.observe_pod(pending("hp", "1", 1000, nominated="n9"))  # an old nomination, elsewhere
     await decide(state, loop, "default/hp")
     assert state.cluster.nominated["default/hp"][1] == "n1"
-    state.observe_pod(pending("hp", "1", 1000))  # someone clears it on the server meanwhile
+    state.cache.observe_pod(pending("hp", "1", 1000))  # someone clears it on the server meanwhile
     assert state.cluster.nominated["default/hp"][1] == "n1"  # our write is on its way: it leads
     gate.set()
     await settle(loop)
-    assert not state.nomination_writes
-    state.observe_pod(pending("hp", "1", 1000, nominated="n1"))  # the echo of our write
+    assert not state.nominations.writes
+    state.cache.observe_pod(pending("hp", "1", 1000, nominated="n1"))  # the echo of our write
     assert state.cluster.nominated["default/hp"][1] == "n1"
 
 
 async def test_preemption_finding_nothing_clears_the_nomination(manual: Manual) -> None:
     state, kube, loop = manual
     full_node(state)
-    state.observe_pod(pending("huge", "3", 1000, nominated="n1"))  # more than n1 has at all
+    state.cache.observe_pod(pending("huge", "3", 1000, nominated="n1"))  # more than n1 has at all
     assert state.cluster.nominated["default/huge"][1] == "n1"
     await decide(state, loop, "default/huge")
     assert "default/huge" not in state.cluster.nominated
@@ -305,7 +305,7 @@ async def test_preemption_finding_nothing_clears_the_nomination(manual: Manual) 
 async def test_a_pod_that_may_not_preempt_keeps_its_nomination(manual: Manual) -> None:
     state, kube, loop = manual
     full_node(state)
-    state.observe_pod(pending("never", "1", 1000, nominated="n1", spec={"preemptionPolicy": "Never"}))
+    state.cache.observe_pod(pending("never", "1", 1000, nominated="n1", spec={"preemptionPolicy": "Never"}))
     await decide(state, loop, "default/never")
     await settle(loop)
     assert state.cluster.nominated["default/never"][1] == "n1"
@@ -323,7 +323,7 @@ async def test_a_preemptor_is_not_decided_again_while_its_victims_are_evicted(ma
         return await original(namespace, name, uid)
 
     kube.delete_pod = slow  # type: ignore[method-assign]
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     await asyncio.sleep(0.01)
     await decide(state, loop, "default/hp")  # popped again while the delete hangs: held back
@@ -341,9 +341,9 @@ async def test_losing_leadership_stops_the_evictions() -> None:
     leading = [True]
     state.is_leader = lambda: leading[0]  # type: ignore[method-assign]
     loop = SchedulingLoop(state)
-    state.observe_profile(profile("default", "placer"))
+    state.cache.observe_profile(profile("default", "placer"))
     full_node(state)
-    state.observe_pod(pending("hp", "1", 1000))
+    state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     leading[0] = False
     await asyncio.gather(*loop.preemptions.tasks)
@@ -356,71 +356,71 @@ async def test_losing_leadership_stops_the_evictions() -> None:
 
 def test_nominations_follow_the_pods_status() -> None:
     state = unit_state()
-    state.observe_profile(profile("p", "placer"))
-    state.observe_node(node("n1"))
-    state.observe_node(node("n2"))
+    state.cache.observe_profile(profile("p", "placer"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_node(node("n2"))
     nominated = state.cluster.nominated
     # a pending pod seen nominated (by a previous leader) holds its node
-    state.observe_pod(pending("a", "1", 10, nominated="n1"))
+    state.cache.observe_pod(pending("a", "1", 10, nominated="n1"))
     assert nominated["default/a"][1] == "n1"
     # another copy that does not change it keeps it; a change of node is followed
-    state.observe_pod(pending("a", "1", 10, nominated="n1", labels={"x": "y"}))
+    state.cache.observe_pod(pending("a", "1", 10, nominated="n1", labels={"x": "y"}))
     assert nominated["default/a"][1] == "n1" and nominated["default/a"][0].labels == {"x": "y"}
-    state.observe_pod(pending("a", "1", 10, nominated="n2"))
+    state.cache.observe_pod(pending("a", "1", 10, nominated="n2"))
     assert nominated["default/a"][1] == "n2"
     # cleared on the server: dropped
-    state.observe_pod(pending("a", "1", 10))
+    state.cache.observe_pod(pending("a", "1", 10))
     assert "default/a" not in nominated
     # a nomination made here, whose write has not come back yet, survives copies without one
-    a = state.pending["placer"]["default/a"]
+    a = state.cache.pending["placer"]["default/a"]
     state.cluster.nominate(a, "n1")
-    state.observe_pod(pending("a", "1", 10))
+    state.cache.observe_pod(pending("a", "1", 10))
     assert nominated["default/a"][1] == "n1"
     # bound (anywhere): dropped
-    state.observe_pod(pending("a", "1", 10, nominated="n1"))
-    state.observe_pod(pod("a", cpu="1", node_name="n2", spec={"priority": 10}))
+    state.cache.observe_pod(pending("a", "1", 10, nominated="n1"))
+    state.cache.observe_pod(pod("a", cpu="1", node_name="n2", spec={"priority": 10}))
     assert "default/a" not in nominated
     # deleted, or being deleted: dropped
-    state.observe_pod(pending("b", "1", 10, nominated="n1"))
-    state.pod_deleted(pending("b", "1", 10))
+    state.cache.observe_pod(pending("b", "1", 10, nominated="n1"))
+    state.cache.pod_deleted(pending("b", "1", 10))
     assert "default/b" not in nominated
-    state.observe_pod(pending("c", "1", 10, nominated="n1"))
+    state.cache.observe_pod(pending("c", "1", 10, nominated="n1"))
     deleting = pending("c", "1", 10, nominated="n1")
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    state.observe_pod(deleting)
+    state.cache.observe_pod(deleting)
     assert "default/c" not in nominated
     # pods of a schedulerName no profile serves are not ours to hold room for...
-    state.observe_pod(pending("other", "1", 10, nominated="n1", scheduler="someone-else"))
+    state.cache.observe_pod(pending("other", "1", 10, nominated="n1", scheduler="someone-else"))
     assert "default/other" not in nominated
     # ...until a profile serves it; and no longer when it stops
-    state.observe_profile(profile("q", "someone-else"))
+    state.cache.observe_profile(profile("q", "someone-else"))
     assert nominated["default/other"][1] == "n1"
-    state.profile_deleted(profile("q", "someone-else"))
+    state.cache.profile_deleted(profile("q", "someone-else"))
     assert "default/other" not in nominated
 
 
 def test_a_new_term_rebuilds_the_nominations_from_the_pods_status() -> None:
     state = unit_state()
-    state.observe_profile(profile("p", "placer"))
-    state.observe_node(node("n1"))
-    state.observe_pod(pending("written", "1", 10, nominated="n1"))
-    state.observe_pod(pending("unwritten", "1", 10))
-    state.cluster.nominate(state.pending["placer"]["default/unwritten"], "n1")  # never reached the server
-    state.rebuild_nominations()
+    state.cache.observe_profile(profile("p", "placer"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pending("written", "1", 10, nominated="n1"))
+    state.cache.observe_pod(pending("unwritten", "1", 10))
+    state.cluster.nominate(state.cache.pending["placer"]["default/unwritten"], "n1")  # never reached the server
+    state.nominations.rebuild()
     assert set(state.cluster.nominated) == {"default/written"}
 
 
 def test_a_nominated_pod_deleted_wakes_the_pods_it_held_room_from() -> None:
     state = unit_state(initial_backoff=0.0)
-    state.observe_profile(profile("p", "placer"))
-    state.observe_node(node("n1"))
-    state.observe_pod(pending("held", "1", 10, nominated="n1"))
-    state.observe_pod(pending("waiting", "1", 0))
+    state.cache.observe_profile(profile("p", "placer"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pending("held", "1", 10, nominated="n1"))
+    state.cache.observe_pod(pending("waiting", "1", 0))
     state.queue.pop()
     state.queue.pop()
     state.queue.backoff("default/waiting", frozenset({"Pod/Delete"}))
     state.queue.backoff("default/held")
-    state.pod_deleted(pending("held", "1", 10))
+    state.cache.pod_deleted(pending("held", "1", 10))
     popped = state.queue.pop()
     assert popped is not None and popped.key == "default/waiting"
 
@@ -435,24 +435,24 @@ def priority_class(name: str, value: int, global_default: bool = False) -> dict[
 
 def test_a_pod_without_spec_priority_takes_its_priority_class_value() -> None:
     state = unit_state()
-    state.observe_profile(profile("p", "placer"))
+    state.cache.observe_profile(profile("p", "placer"))
     state.catalog.observe(KINDS_BY_NAME["PriorityClass"], priority_class("high", 1000))
-    state.observe_pod(pod("named", spec={"priorityClassName": "high"}))
-    state.observe_pod(pod("plain"))
-    state.observe_pod(pod("given", spec={"priorityClassName": "high", "priority": 7}))
-    pending_pods = state.pending["placer"]
+    state.cache.observe_pod(pod("named", spec={"priorityClassName": "high"}))
+    state.cache.observe_pod(pod("plain"))
+    state.cache.observe_pod(pod("given", spec={"priorityClassName": "high", "priority": 7}))
+    pending_pods = state.cache.pending["placer"]
     assert pending_pods["default/named"].priority == 1000
     assert pending_pods["default/plain"].priority == 0
     assert pending_pods["default/given"].priority == 7  # the API server's value stands
     state.catalog.observe(KINDS_BY_NAME["PriorityClass"], priority_class("base", 5, global_default=True))
-    state.observe_pod(pod("defaulted"))
+    state.cache.observe_pod(pod("defaulted"))
     assert pending_pods["default/defaulted"].priority == 5
-    state.observe_pod(pod("missing", spec={"priorityClassName": "nope"}))
+    state.cache.observe_pod(pod("missing", spec={"priorityClassName": "nope"}))
     missing = "invalid pod default/missing: no PriorityClass with name nope was found"
     assert pending_pods["default/missing"].error == missing
     # bound pods too (victims are chosen by priority)
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("bound", node_name="n1", spec={"priorityClassName": "high"}))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("bound", node_name="n1", spec={"priorityClassName": "high"}))
     assert state.cluster.pods["default/bound"].pod.priority == 1000
 
 

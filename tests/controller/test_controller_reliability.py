@@ -27,27 +27,27 @@ def test_endless_backoff_doubles_to_its_cap_and_restarts_per_request() -> None:
 def test_a_relisting_is_told_from_the_first_listing() -> None:
     now = [0.0]
     state = unit_state()
-    state._clock = lambda: now[0]
+    state.resync._clock = lambda: now[0]
     # the first listing: objects Kopf never showed, in one burst
     state.profile_event({"type": None, "object": profile("a")})
     state.profile_event({"type": None, "object": profile("b")})
-    assert not state.relisted.is_set()
+    assert not state.resync.relisted.is_set()
     # an object Kopf already showed, listed again
     state.profile_event({"type": None, "object": profile("a")})
-    assert state.relisted.is_set()
+    assert state.resync.relisted.is_set()
     # after watch events of that kind
-    state.relisted.clear()
+    state.resync.relisted.clear()
     state.profile_event({"type": None, "object": profile("r")})
     state.profile_event({"type": "MODIFIED", "object": profile("r")})
     state.profile_event({"type": None, "object": profile("s")})
-    assert state.relisted.is_set()
+    assert state.resync.relisted.is_set()
     # only new objects, but long after the previous listing event
-    state.relisted.clear()
+    state.resync.relisted.clear()
     namespaces = KINDS_BY_NAME["Namespace"]
     state.object_event(namespaces, {"type": None, "object": namespace("p")})
     now[0] += 5.0
     state.object_event(namespaces, {"type": None, "object": namespace("q")})
-    assert state.relisted.is_set()
+    assert state.resync.relisted.is_set()
 
 
 async def test_a_resync_prunes_what_its_list_proves_gone() -> None:
@@ -55,22 +55,22 @@ async def test_a_resync_prunes_what_its_list_proves_gone() -> None:
     state = unit_state(kube)
     for raw in (node("n1"), node("gone-node"), profile("p", "placer"), profile("gone-profile", "other")):
         raw["metadata"]["resourceVersion"] = "50"
-        (state.observe_node if raw["kind"] == "Node" else state.observe_profile)(raw)
-    state.observe_pod(pod("bound", node_name="n1", cpu="1", rv=10))
-    state.observe_pod(pod("deleted", node_name="n1", cpu="1", rv=20))
-    state.observe_pod(pod("waiting", rv=30))
-    state.observe_pod(pod("deleted-waiting", rv=40))
-    state.observe_pod(pod("newer", node_name="n1", cpu="1", rv=2000))  # created after the LIST
+        (state.cache.observe_node if raw["kind"] == "Node" else state.cache.observe_profile)(raw)
+    state.cache.observe_pod(pod("bound", node_name="n1", cpu="1", rv=10))
+    state.cache.observe_pod(pod("deleted", node_name="n1", cpu="1", rv=20))
+    state.cache.observe_pod(pod("waiting", rv=30))
+    state.cache.observe_pod(pod("deleted-waiting", rv=40))
+    state.cache.observe_pod(pod("newer", node_name="n1", cpu="1", rv=2000))  # created after the LIST
     kube.lists = {
         "/api/v1/nodes": [node("n1")],
         "/apis/placer.dev/v1alpha1/schedulerprofiles": [profile("p", "placer")],
         "/api/v1/pods": [pod("bound", node_name="n1", cpu="1", rv=10), pod("waiting", rv=30)],
     }
-    await state.resync()
+    await state.resync.run()
     assert state.cluster.node_names() == ["n1"]
     assert state.profiles.active("other") is None and state.profiles.active("placer") is not None
     assert set(state.cluster.pods) == {"default/bound", "default/newer"}
-    assert set(state.pending.get("placer", {})) == {"default/waiting"}
+    assert set(state.cache.pending.get("placer", {})) == {"default/waiting"}
     assert "default/deleted-waiting" not in state.queue
     assert int(state.cluster.requested[state.cluster.index["n1"], 0]) == 2000
 
@@ -78,14 +78,14 @@ async def test_a_resync_prunes_what_its_list_proves_gone() -> None:
 async def test_a_resync_without_numeric_versions_prunes_nothing() -> None:
     kube = FakeKube()
     state = unit_state(kube)
-    state.observe_node(node("n1"))
-    state.observe_pod(pod("a", node_name="n1", cpu="1", rv=10))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("a", node_name="n1", cpu="1", rv=10))
 
     async def opaque(path: str, query: object = ()) -> tuple[list[object], str]:
         return [], "opaque-version"
 
     kube.list_objects = opaque  # type: ignore[method-assign]
-    await state.resync()
+    await state.resync.run()
     assert "default/a" in state.cluster.pods
 
 
@@ -96,22 +96,22 @@ async def test_no_answer_pauses_the_loop_until_a_ping_is_answered() -> None:
     loop = SchedulingLoop(state)
     outcomes = iter([BindOutcome(BindResult.FAILED, "ConnectionRefused", answered=False)])
     kube.bind_result = lambda key, node_name: next(outcomes, BindOutcome(BindResult.BOUND))
-    tasks = [asyncio.create_task(loop.run()), asyncio.create_task(state.probe_api_forever())]
+    tasks = [asyncio.create_task(loop.run()), asyncio.create_task(state.api.probe_forever())]
     try:
-        state.observe_profile(profile("default", "placer"))
-        state.observe_node(node("n1"))
+        state.cache.observe_profile(profile("default", "placer"))
+        state.cache.observe_node(node("n1"))
         state.may_schedule.set()
         for index in range(5):
-            state.observe_pod(pod(f"p{index}"))
+            state.cache.observe_pod(pod(f"p{index}"))
         await until(lambda: kube.binds)
-        await until(lambda: not state.api_up.is_set())
+        await until(lambda: not state.api.up.is_set())
         await until(lambda: kube.pings >= 3)
         assert len(kube.binds) <= 4  # the ones decided before the first answer-less bind came back
         binds = len(kube.binds)
         await asyncio.sleep(0.2)
         assert len(kube.binds) == binds  # nothing new while the server does not answer
         kube.reachable = True
-        await until(lambda: state.api_up.is_set())
+        await until(lambda: state.api.up.is_set())
         await until(lambda: state.metrics.bindings.get(result="bound") == 5, timeout=5)
     finally:
         for task in tasks:

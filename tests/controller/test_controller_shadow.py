@@ -287,24 +287,24 @@ def test_shadow_without_shadow_of_is_invalid_args() -> None:
 def shadow_state() -> tuple[Any, FakeKube]:
     kube = FakeKube()
     state = unit_state(kube)
-    state.observe_node(node("a"))
-    state.observe_node(node("b"))
-    state.observe_profile(profile("shadow", "shadow-scheduler", mode="Shadow", shadowOf=TARGET,
+    state.cache.observe_node(node("a"))
+    state.cache.observe_node(node("b"))
+    state.cache.observe_profile(profile("shadow", "shadow-scheduler", mode="Shadow", shadowOf=TARGET,
                                   scores=[{"name": "PreferNode", "args": {"nodes": ["b"]}}]))
     return state, kube
 
 
 def test_the_state_hands_shadowed_pods_over_and_queues_none() -> None:
     state, kube = shadow_state()
-    state.observe_pod(pod("web", cpu="1", scheduler=TARGET))
+    state.cache.observe_pod(pod("web", cpu="1", scheduler=TARGET))
     shadows = state.shadows
     assert shadows.waiting == 1 and len(state.queue) == 0
     assert shadows.decide_next(state.cluster)
     assert "default/web" not in state.cluster.pods  # never assumed
-    state.observe_pod(pod("web", cpu="1", scheduler=TARGET, node_name="b"))
+    state.cache.observe_pod(pod("web", cpu="1", scheduler=TARGET, node_name="b"))
     assert shadows.recorders["shadow"].counts["same"] == 1
-    state.observe_pod(pod("gone", cpu="1", scheduler=TARGET))
-    state.pod_deleted(pod("gone", scheduler=TARGET))
+    state.cache.observe_pod(pod("gone", cpu="1", scheduler=TARGET))
+    state.cache.pod_deleted(pod("gone", scheduler=TARGET))
     assert shadows.waiting == 0
     assert kube.pod_writes == [] and kube.events == [] and kube.binds == []
 
@@ -313,11 +313,11 @@ def test_a_follower_decides_nothing_and_a_new_leader_queues_the_pending_pods() -
     state, _ = shadow_state()
     state._stopped_leading()
     state.leader = type("Follower", (), {"is_leader": False})()  # what is_leader() reads
-    state.observe_pod(pod("web", cpu="1", scheduler=TARGET))
+    state.cache.observe_pod(pod("web", cpu="1", scheduler=TARGET))
     assert state.shadows.waiting == 0
     state.leader = None
     state.shadows.start_term()
-    state.enqueue_shadowed(TARGET)
+    state.cache.enqueue_shadowed(TARGET)
     assert state.shadows.waiting == 1
 
 

@@ -157,7 +157,7 @@ async def test_deleting_a_profile_stops_its_pods_and_recreating_resumes(
     emu.delete("sp", "p")
     await until(lambda: operator.state is not None and operator.state.profiles.active("placer") is None)
     emu.add_pod("p1", scheduler_name="placer")
-    await until(lambda: operator.state is not None and "default/p1" in operator.state.pending.get("placer", {}))
+    await until(lambda: operator.state is not None and "default/p1" in operator.state.cache.pending.get("placer", {}))
     assert node_of(emu, "p1") is None and events_of(emu, "p1") == []
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
     await until(lambda: node_of(emu, "p1"))

@@ -189,7 +189,7 @@ async def test_an_expired_watch_relists_and_loses_nothing(kube_emulator: KubeEmu
     operator = await launch(initial_backoff=0.2, max_backoff=0.5)
     state = operator.state
     assert state is not None
-    await until(lambda: bound_node(emu, "old") and watching(emu) and not state.provisional.get("pods"))
+    await until(lambda: bound_node(emu, "old") and watching(emu) and not state.resync.provisional.get("pods"))
     await until(lambda: "default/old" in state.cluster.pods and not state.cluster.is_assumed("default/old"))
     rule = emu.inject("GET", PODS_WATCH, query="watch=true", status=503, count=None)
     emu.drop_watches()
@@ -200,7 +200,7 @@ async def test_an_expired_watch_relists_and_loses_nothing(kube_emulator: KubeEmu
     emu.faults.remove(rule)
     await until(lambda: all_bound(emu, created), timeout=10)
     assert "default/old" not in state.cluster.pods
-    assert state.resyncs >= 2  # the startup one, and the one after Kopf's re-listing
+    assert state.resync.resyncs >= 2  # the startup one, and the one after Kopf's re-listing
     assert_sound(emu, ["stays", *created])
 
 

@@ -199,7 +199,7 @@ async def test_a_profile_deleted_mid_cycle(world: World) -> None:
     await asyncio.sleep(0.5)
     assert sum(emu.bind_attempts.get(f"default/{name}", 0) for name in names) == attempted  # nothing new
     assert all(not events_about(emu, name, "FailedScheduling") for name in left)
-    assert all(f"default/{name}" in state.pending.get("transient", {}) for name in left)
+    assert all(f"default/{name}" in state.cache.pending.get("transient", {}) for name in left)
     emu.faults.remove(rule)
     emu.create("sp", {"metadata": {"name": "transient"}, "spec": spec})
     await until(lambda: all(bound_node(emu, name) for name in names), timeout=10)

@@ -119,7 +119,7 @@ async def test_a_new_leader_counts_binds_it_has_not_seen_yet(
         emu.add_pod(f"old-{index}", scheduler_name="placer", cpu="500m")
     b = await launch(identity="op-b", **LEASE)
     await until(lambda: b.state is not None and b.state.synced and all(
-        f"default/old-{i}" in b.state.pending.get("placer", {}) for i in range(3)))
+        f"default/old-{i}" in b.state.cache.pending.get("placer", {}) for i in range(3)))
     emu.watch_delay = 30.0  # from now on, b's watch shows nothing for a long while
     for index in range(3):
         emu.bind("default", f"old-{index}", "n1")  # the ghost's last binds: 1.5 of 2 cpu

@@ -66,7 +66,7 @@ async def test_a_pod_waits_for_its_missing_claim_and_binds_once_claim_and_volume
     emu.add_storage_class("local", "kubernetes.io/no-provisioner", binding_mode="WaitForFirstConsumer")
     volume_profile(emu)
     emu.add_pod("web", scheduler_name="placer", pvcs=["data"])
-    await launch(volume_bind_timeout=5.0)
+    await launch(pre_bind_timeout=5.0)
     await until(lambda: failure_notes(emu, "web"), timeout=10)
     assert failure_notes(emu, "web")[0].startswith('0/2 nodes are available: persistentvolumeclaim "data" not found.')
     assert bound_node(emu, "web") is None
@@ -100,7 +100,7 @@ async def test_a_wait_for_first_consumer_claim_is_provisioned_on_the_pods_node(
     claim = emu.add_pvc("data", storage_class="fast")
     volume_profile(emu)
     emu.add_pod("db", scheduler_name="placer", cpu="2", pvcs=["data"])  # fits n2 only
-    await launch(volume_bind_timeout=5.0)
+    await launch(pre_bind_timeout=5.0)
     await until(lambda: bound_node(emu, "db"), timeout=10)
     assert bound_node(emu, "db") == "n2"
     provisioned = claim_of(emu, "data")
@@ -128,7 +128,7 @@ async def test_a_pod_whose_provisioner_never_answers_is_requeued_and_nothing_is_
     emu.add_pvc("data", storage_class="slow")
     volume_profile(emu)
     emu.add_pod("db", scheduler_name="placer", pvcs=["data"])
-    operator = await launch(volume_bind_timeout=1.0, initial_backoff=3.0, max_backoff=3.0)
+    operator = await launch(pre_bind_timeout=1.0, initial_backoff=3.0, max_backoff=3.0)
     await until(lambda: SELECTED_NODE in annotations(claim_of(emu, "data")), timeout=10)
     assert annotations(claim_of(emu, "data"))[SELECTED_NODE] == "n1"
     annotated = time.monotonic()
@@ -171,7 +171,7 @@ async def test_two_pods_racing_for_one_local_volume_never_share_it(
     volume_profile(emu)
     emu.add_pod("pa", scheduler_name="placer", pvcs=["a"])
     emu.add_pod("pb", scheduler_name="placer", pvcs=["b"])
-    await launch(volume_bind_timeout=5.0)
+    await launch(pre_bind_timeout=5.0)
     await until(lambda: any(bound_node(emu, n) for n in ("pa", "pb")), timeout=10)
     [winner] = [n for n in ("pa", "pb") if bound_node(emu, n)]
     loser = "pb" if winner == "pa" else "pa"

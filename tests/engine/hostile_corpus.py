@@ -340,6 +340,22 @@ POD_CASES: tuple[PodCase, ...] = (
         ("spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].values", "Required value"),
     ),
     PodCase(
+        "restart-rules-not-a-list",
+        {"containers": [{**_container(), "restartPolicyRules": {"action": "RestartAllContainers"}}]},
+        ("spec.containers[0].restartPolicyRules", "must be a list"),
+    ),
+    PodCase(
+        "image-volume-not-an-object",
+        {"containers": [_container()], "volumes": [{"name": "model", "image": "registry.example/model:1"}]},
+        ("spec.volumes[0].image", "must be an object"),
+    ),
+    PodCase(
+        "numeric-toleration",  # v1.36's Gt/Lt: valid, tolerating nothing while kube's gate is off
+        {"containers": [_container(requests={"cpu": "10m"})],
+         "tolerations": [{"key": "sla", "operator": "Gt", "value": "950", "effect": "NoSchedule"}]},
+        None,
+    ),
+    PodCase(
         "huge-label-set",
         {"containers": [_container(requests={"cpu": "10m"})]},
         None,

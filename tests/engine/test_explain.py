@@ -20,9 +20,9 @@ def test_a_node_refused_by_several_filters_lists_each_reason_in_filter_order() -
     ])
     reasons = node_reasons(parse_pod(pod("p", cpu="2")), make_profile(), cluster)
     assert reasons == {
-        "both": ["node(s) had untolerated taint {dedicated: gpu}", "Insufficient cpu"],
+        "both": ["node(s) had untolerated taint(s)", "Insufficient cpu"],
         "cordoned": ["node(s) were unschedulable"],
-        "tainted": ["node(s) had untolerated taint {other: x}"],
+        "tainted": ["node(s) had untolerated taint(s)"],
     }
 
 
@@ -58,17 +58,17 @@ def test_a_pending_pod_gets_the_cycles_node_message_and_scores() -> None:
     explanation = explain(placeable, profile, cluster, top=5)
     decision = decide(profile, placeable, cluster, top=5)
     assert (explanation.node, explanation.message, explanation.scores) == (decision.node, None, decision.top)
-    assert explanation.rejected == {"c": ["node(s) had untolerated taint {dedicated: gpu}"]}
+    assert explanation.rejected == {"c": ["node(s) had untolerated taint(s)"]}
     assert (explanation.node_rank, explanation.bound, explanation.feasible, explanation.scored) == (1, False, 2, 2)
 
     stuck = parse_pod(pod("q", cpu="16"))
     explanation = explain(stuck, profile, cluster)
     assert explanation.node is None and explanation.node_rank is None
     assert explanation.message == decide(profile, stuck, cluster).message == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
     )
     # the message counts each node once (its first filter); `rejected` has them all
-    assert explanation.rejected["c"] == ["node(s) had untolerated taint {dedicated: gpu}", "Insufficient cpu"]
+    assert explanation.rejected["c"] == ["node(s) had untolerated taint(s)", "Insufficient cpu"]
 
 
 def test_a_bound_pod_is_scored_off_its_node_and_its_node_is_always_listed() -> None:
@@ -89,6 +89,6 @@ def test_a_bound_pod_whose_node_a_filter_refuses_now_is_scored_and_listed_as_ref
     web = pod("web", cpu="1", node_name="tainted")
     cluster = cluster_of([node("ok", cpu="4"), node("tainted", cpu="4", taints=[TAINT])], [web])
     explanation = explain(parse_pod(web), make_profile(), cluster, top=3)
-    assert explanation.rejected == {"tainted": ["node(s) had untolerated taint {dedicated: gpu}"]}
+    assert explanation.rejected == {"tainted": ["node(s) had untolerated taint(s)"]}
     assert [score.node for score in explanation.scores] == ["ok", "tainted"]
     assert explanation.node_rank == 2 and explanation.feasible == 1

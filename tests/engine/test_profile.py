@@ -20,15 +20,15 @@ def test_omitted_lists_get_the_defaults() -> None:
     assert names(profile.filters) == [
         "NodeUnschedulable", "NodeReady", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
         "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
-        "InterPodAffinity",
+        "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures",
     ]
     assert names(profile.post_filters) == ["DefaultPreemption"]
     assert names(profile.filters) == [f["name"] for f in DEFAULT_FILTERS]
     assert [(p.name, w) for p, w in profile.scores] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
-        ("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
+        ("DynamicResources", 2), ("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
     ]
-    assert profile.scores[4][0].args.scoringStrategy.type == "LeastAllocated"
+    assert profile.scores[5][0].args.scoringStrategy.type == "LeastAllocated"
     assert profile.scores[2][0].args.defaultingType == "System"
     assert profile.scores[3][0].args.hardPodAffinityWeight == 1
 
@@ -101,7 +101,7 @@ def test_unknown_plugin_is_its_own_reason(section: str) -> None:
     with pytest.raises(UnknownPluginError) as caught:
         compile_profile("p", {"schedulerName": "s", section: [{"name": "Nope"}]})
     assert str(caught.value).startswith(f'profile "p": {section}[0] Nope: name: unknown plugin "Nope" (installed: ')
-    assert "DefaultPreemption, ImageLocality, " in str(caught.value)
+    assert "DefaultPreemption, DynamicResources, ImageLocality, " in str(caught.value)
     assert caught.value.reason == "UnknownPlugin"
 
 

@@ -34,12 +34,13 @@ def test_default_profile_scores_every_default_plugin() -> None:
     cluster = cluster_of([node("a", cpu="4", memory="8Gi")])
     decision = decide(make_profile(), pod("p", cpu="1", memory="1Gi"), cluster)
     # TaintToleration 100 (no taints) x3, NodeAffinity skipped 0 x2, PodTopologySpread (no constraints,
-    # no service or workload for defaults) and InterPodAffinity (no terms) skipped 0 x2,
-    # LeastAllocated (75 + 87) / 2 = 81, BalancedAllocation .25 / .125 -> 93, ImageLocality 0
+    # no service or workload for defaults), InterPodAffinity (no terms) and DynamicResources (no claims)
+    # skipped 0 x2, LeastAllocated (75 + 87) / 2 = 81, BalancedAllocation (v1.36) .25 / .125 -> 93 with the pod,
+    # 100 without: 50 + (50 + 93 - 100) // 2 = 71, ImageLocality 0
     assert decision.top[0].plugins == {"TaintToleration": 100, "NodeAffinity": 0, "PodTopologySpread": 0,
-                                       "InterPodAffinity": 0, "NodeResourcesFit": 81,
-                                       "NodeResourcesBalancedAllocation": 93, "ImageLocality": 0}
-    assert decision.top[0].total == 300 + 0 + 81 + 93 + 0
+                                       "InterPodAffinity": 0, "DynamicResources": 0, "NodeResourcesFit": 81,
+                                       "NodeResourcesBalancedAllocation": 71, "ImageLocality": 0}
+    assert decision.top[0].total == 300 + 0 + 81 + 71 + 0
 
 
 def test_equal_totals_go_to_the_smaller_node_name() -> None:
@@ -99,7 +100,7 @@ def test_a_pod_that_fits_nowhere_because_of_several_filters() -> None:
     wants = pod("p", cpu="2", node_selector={"zone": "a"})
     decision = decide(make_profile(), wants, cluster)
     assert decision.message == (
-        "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) were not ready, "
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were not ready, "
         "2 node(s) didn't match Pod's node affinity/selector."
     )
 

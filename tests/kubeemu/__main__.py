@@ -39,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--auto-provision", action="append", default=[],
                         metavar="PROVISIONER=TOPOLOGY_KEY",
                         help="play this provisioner for claims of its classes (repeatable)")
+    parser.add_argument("--kube-version", default="1.36",
+                        help="the Kubernetes API server to play, 1.24 to 1.36 (default 1.36)")
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -56,7 +58,8 @@ async def serve(args: argparse.Namespace) -> None:
                        record_requests=not args.no_record_requests,
                        graceful_pod_deletion=args.graceful_pod_deletion,
                        pv_controller=args.pv_controller, pdb_controller=args.pdb_controller,
-                       auto_provision=dict(item.split("=", 1) for item in args.auto_provision))
+                       auto_provision=dict(item.split("=", 1) for item in args.auto_provision),
+                       kube_version=args.kube_version)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

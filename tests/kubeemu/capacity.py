@@ -50,6 +50,10 @@ def _container_requests(container: Obj) -> dict[str, Fraction]:
     return {k: parse_quantity(v) for k, v in merged.items()}
 
 
+def _parsed(values: Any) -> dict[str, Fraction]:
+    return {k: parse_quantity(v) for k, v in (values or {}).items()}
+
+
 def _add(into: dict[str, Fraction], more: dict[str, Fraction]) -> None:
     for key, value in more.items():
         into[key] = into.get(key, Fraction(0)) + value
@@ -61,30 +65,74 @@ def _max(into: dict[str, Fraction], other: dict[str, Fraction]) -> None:
             into[key] = value
 
 
+def _resize_infeasible(pod: Obj) -> bool:
+    """``IsPodResizeInfeasible``: the first PodResizePending condition says Infeasible."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodResizePending":
+            return condition.get("reason") == "Infeasible"
+    return False
+
+
+def _effective(spec: dict[str, Fraction], actual: dict[str, Fraction],
+               allocated: dict[str, Fraction], infeasible: bool) -> dict[str, Fraction]:
+    """``determineEffectiveRequests``: while a resize is pending or in progress, the largest of
+    what the spec asks, what is allocated and what runs; an infeasible resize leaves the spec out."""
+    out: dict[str, Fraction] = {}
+    for part in ((actual, allocated) if infeasible else (spec, actual, allocated)):
+        _max(out, part)
+    return out
+
+
 def pod_requests(pod: Obj) -> dict[str, Fraction]:
-    """A pod's effective requests, as kube-scheduler computes them (incl. sidecars, overhead).
+    """A pod's effective requests, as kube-scheduler v1.36 computes them (``PodRequests`` of
+    component-helpers/resource with the status resources on).
 
     Regular containers add up; each init container needs its own requests plus the restartable
     (sidecar) init containers started before it; sidecars also add to the running total; the
-    pod needs the max of both; overhead is added on top. ``pods`` is always 1.
+    pod needs the max of both. A container (or sidecar) whose status reports ``resources`` counts
+    the largest of its spec, ``allocatedResources`` and ``resources`` (an ``Infeasible`` resize:
+    of the last two). Pod-level requests (cpu, memory, hugepages-*), when set, replace the
+    containers' figure for those resources (with the same resize rule against
+    ``status.allocatedResources``/``status.resources``). Overhead is added on top; ``pods`` is 1.
     """
     spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    infeasible = _resize_infeasible(pod)
+    statuses = {cs.get("name"): cs for field in ("containerStatuses", "initContainerStatuses")
+                for cs in status.get(field) or [] if isinstance(cs, dict)}
+
+    def effective(container: Obj) -> dict[str, Fraction]:
+        reqs = _container_requests(container)
+        cs = statuses.get(container.get("name"))
+        if cs is None or cs.get("resources") is None:
+            return reqs
+        return _effective(reqs, _parsed((cs.get("resources") or {}).get("requests")),
+                          _parsed(cs.get("allocatedResources")), infeasible)
+
     total: dict[str, Fraction] = {}
     for container in spec.get("containers") or []:
-        _add(total, _container_requests(container))
+        _add(total, effective(container))
     sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}
     for container in spec.get("initContainers") or []:
-        reqs = _container_requests(container)
         if container.get("restartPolicy") == "Always":
+            reqs = effective(container)
             _add(total, reqs)
             _add(sidecars, reqs)
             _max(init_peak, sidecars)
         else:
-            step = dict(reqs)
+            step = _container_requests(container)
             _add(step, sidecars)
             _max(init_peak, step)
     _max(total, init_peak)
+    pod_level = {k: v for k, v in _parsed((spec.get("resources") or {}).get("requests")).items()
+                 if k in ("cpu", "memory") or k.startswith("hugepages-")}
+    if pod_level:
+        if status.get("resources") is not None:
+            found = _effective(pod_level, _parsed((status.get("resources") or {}).get("requests")),
+                               _parsed(status.get("allocatedResources")), infeasible)
+            pod_level = {k: found.get(k, Fraction(0)) for k in pod_level}
+        total.update(pod_level)
     overhead = {k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()}
     _add(total, overhead)
     total["pods"] = Fraction(1)

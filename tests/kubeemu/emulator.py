@@ -24,6 +24,8 @@ from .resources import Obj, Registry, ResourceDef, builtin_resources, schedulerp
 from .selectors import FieldSelector, LabelSelector
 from .server import ApiServer, RequestRecord
 from .store import BindingRecord, Store, now_rfc3339
+from .versions import DEFAULT as DEFAULT_VERSION
+from .versions import Features, parse_minor
 
 T = TypeVar("T")
 
@@ -61,6 +63,37 @@ def kubeconfig_text(url: str, namespace: str = "default") -> str:
     )
 
 
+def _running_statuses(pod: Obj, from_spec: bool) -> Obj:
+    """What a kubelet reports for a running pod: per container the allocated and running
+    resources (``allocatedResources``, ``resources``), and the pod-level ones if set; taken from
+    the spec, or (``from_spec=False``) kept where the status already reports them."""
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    given = {cs.get("name"): cs for cs in (pod.get("status") or {}).get("containerStatuses") or []}
+    statuses = []
+    for container in spec.get("containers") or []:
+        res = container.get("resources") or {}
+        reqs = dict(res.get("requests") or {})
+        running = {k: dict(v) for k, v in res.items() if k in ("requests", "limits") and v}
+        base = given.get(container.get("name")) or {
+            "name": container.get("name"), "image": container.get("image", ""),
+            "imageID": "", "ready": True, "started": True, "restartCount": 0,
+            "state": {"running": {"startedAt": now_rfc3339()}}}
+        if not from_spec and "allocatedResources" in base:
+            reqs, running = base["allocatedResources"], base.get("resources") or running
+        statuses.append({**base, "allocatedResources": reqs, "resources": running})
+    out: Obj = {"containerStatuses": statuses}
+    pod_res = spec.get("resources")
+    if isinstance(pod_res, dict) and pod_res:
+        out["allocatedResources"] = dict(pod_res.get("requests") or {})
+        out["resources"] = {k: dict(v) for k, v in pod_res.items()
+                            if k in ("requests", "limits") and v}
+        if not from_spec and "allocatedResources" in status:
+            out["allocatedResources"] = status["allocatedResources"]
+            out["resources"] = status.get("resources") or out["resources"]
+    return out
+
+
 class KubeEmulator:
     """An in-memory Kubernetes API server on 127.0.0.1, for tests and benchmarks.
 
@@ -86,13 +119,16 @@ class KubeEmulator:
         pv_controller_delay: float = 0.0,
         pdb_controller: bool = False,
         auto_provision: dict[str, str] | None = None,
+        kube_version: str = DEFAULT_VERSION,
     ) -> None:
         self.host = host
         self.port = port
-        self.registry = Registry(builtin_resources())
+        self.kube_minor = parse_minor(kube_version)  # the Kubernetes minor played (24..36)
+        self.features = Features(self.kube_minor)
+        self.registry = Registry(builtin_resources(self.kube_minor))
         self.store = Store(self.registry, history_size=history_size,
                            strict_namespaces=strict_namespaces,
-                           graceful_pod_deletion=graceful_pod_deletion)
+                           graceful_pod_deletion=graceful_pod_deletion, features=self.features)
         self.controllers = Controllers(self.store, pv_controller=pv_controller,
                                        pv_controller_delay=pv_controller_delay,
                                        pdb_controller=pdb_controller,
@@ -100,7 +136,8 @@ class KubeEmulator:
         self.faults = FaultInjector()
         self.server = ApiServer(self.store, self.registry, self.faults,
                                 bookmark_interval=bookmark_interval, watch_delay=watch_delay,
-                                record_requests=record_requests, control=self._control)
+                                record_requests=record_requests, control=self._control,
+                                minor=self.kube_minor)
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._changed: asyncio.Event | None = None
@@ -353,8 +390,10 @@ class KubeEmulator:
         ready: bool = True,
         images: Iterable[Obj] = (),
         allocatable: dict[str, str] | None = None,
+        declared_features: Iterable[str] | None = None,
     ) -> Obj:
-        """Create a Node with allocatable == capacity and a Ready condition."""
+        """Create a Node with allocatable == capacity and a Ready condition; ``declared_features``
+        become ``status.declaredFeatures`` (sorted, as the kubelet writes them)."""
         alloc: dict[str, str] = {"cpu": str(cpu), "memory": memory, "pods": str(pods)}
         if ephemeral_storage is not None:
             alloc["ephemeral-storage"] = ephemeral_storage
@@ -383,8 +422,10 @@ class KubeEmulator:
                     "lastHeartbeatTime": now, "lastTransitionTime": now,
                 }],
                 "images": list(images),
-                "nodeInfo": {"kubeletVersion": "v1.31.0", "architecture": "amd64",
-                             "operatingSystem": "linux"},
+                "nodeInfo": {"kubeletVersion": f"v1.{self.kube_minor}.0",
+                             "architecture": "amd64", "operatingSystem": "linux"},
+                **({"declaredFeatures": sorted(declared_features)}
+                   if declared_features is not None else {}),
             },
         })
 
@@ -406,12 +447,16 @@ class KubeEmulator:
         pvcs: Iterable[str] = (),
         owner: Obj | None = None,
         metadata: Obj | None = None,
+        pod_resources: Obj | None = None,
+        scheduling_gates: Iterable[str] = (),
     ) -> Obj:
         """Create a one-container Pod; ``spec``/``metadata`` entries override the generated ones.
 
         ``priority_class`` is resolved by admission (403 if missing) unless ``priority`` is
         given too; ``pvcs`` become volumes; ``owner`` (a ReplicaSet, StatefulSet...) becomes
-        the controller ownerReference.
+        the controller ownerReference; ``pod_resources`` (``{"requests": {...}, "limits":
+        {...}}``) is ``spec.resources``, the pod-level resources; ``scheduling_gates`` names
+        ``spec.schedulingGates`` (the server adds the ``SchedulingGated`` condition).
         """
         requests: dict[str, str] = {}
         if cpu is not None:
@@ -431,6 +476,11 @@ class KubeEmulator:
             pod_spec["priority"] = priority
         if priority_class is not None:
             pod_spec["priorityClassName"] = priority_class
+        if pod_resources is not None:
+            pod_spec["resources"] = copy.deepcopy(pod_resources)
+        gates = list(scheduling_gates)
+        if gates:
+            pod_spec["schedulingGates"] = [{"name": gate} for gate in gates]
         claims = list(pvcs)
         if claims:
             pod_spec["volumes"] = [{"name": f"pvc-{idx}", "persistentVolumeClaim": {"claimName": c}}
@@ -642,6 +692,100 @@ class KubeEmulator:
         return self.create("metrics.k8s.io/v1beta1/nodes", body)
 
     # --- emulated kubelet and controllers -----------------------------------------------------
+
+    def remove_scheduling_gates(self, name: str, namespace: str = "default",
+                                gates: Iterable[str] | None = None) -> Obj:
+        """Remove some (default: all) of a pod's ``spec.schedulingGates`` as a client's PATCH
+        would (validated: gates may only be removed)."""
+        pod = self.get("pods", name, namespace)
+        if pod is None:
+            raise ApiError.not_found("pods", name)
+        drop = None if gates is None else set(gates)
+        keep = [g for g in pod["spec"].get("schedulingGates") or []
+                if drop is not None and g.get("name") not in drop]
+        return self.patch("pods", name, {"spec": {"schedulingGates": keep or None}}, namespace,
+                          subresource=None)
+
+    def resize_pod(self, name: str, namespace: str = "default", *,
+                   requests: dict[str, str] | None = None, limits: dict[str, str] | None = None,
+                   container: str | None = None, pod_level: bool = False,
+                   state: str | None = "Done") -> Obj:
+        """Resize a pod in place: a PATCH of ``pods/resize`` (validated as the real subresource)
+        setting ``requests``/``limits`` of one container (default: the first) or, with
+        ``pod_level``, of ``spec.resources``; then the kubelet's answer in the status:
+
+        - ``"Done"``: allocated and running resources are the new ones, no resize condition;
+        - ``"InProgress"``: allocated the new ones, still running with the old ones,
+          ``PodResizeInProgress``;
+        - ``"Deferred"``/``"Infeasible"``: allocated and running stay the old ones,
+          ``PodResizePending`` with that reason;
+        - ``None``: no kubelet (only the spec changes).
+
+        Container statuses the pod lacks are written first as a running pod's (allocated and
+        running = the spec before the resize).
+        """
+        if state not in (None, "Done", "InProgress", "Deferred", "Infeasible"):
+            raise ValueError(f"unknown resize state: {state!r}")
+        before = self.get("pods", name, namespace)
+        if before is None:
+            raise ApiError.not_found("pods", name)
+        spec = before["spec"]
+        if pod_level:
+            res = dict(spec.get("resources") or {})
+            if requests is not None:
+                res["requests"] = {**(res.get("requests") or {}), **requests}
+            if limits is not None:
+                res["limits"] = {**(res.get("limits") or {}), **limits}
+            body: Obj = {"spec": {"resources": res}}
+        else:
+            containers = copy.deepcopy(spec.get("containers") or [])
+            target = container or (containers[0]["name"] if containers else "")
+            found = [c for c in containers if c.get("name") == target]
+            if not found:
+                raise ApiError.invalid("Pod", name, f"spec.containers: no container {target!r}")
+            res = found[0].setdefault("resources", {})
+            if requests is not None:
+                res["requests"] = {**(res.get("requests") or {}), **requests}
+            if limits is not None:
+                res["limits"] = {**(res.get("limits") or {}), **limits}
+            body = {"spec": {"containers": containers}}
+        rdef = self.resource("pods")
+        after = self.store.patch(rdef, namespace, name, body, _PATCH_TYPES["merge"], "resize")
+        if state is None:
+            return copy.deepcopy(after)
+        status = copy.deepcopy(after.get("status") or {})
+        old_status = _running_statuses(before, from_spec=False)
+        new_status = _running_statuses(after, from_spec=True)
+        allocated_new = state in ("Done", "InProgress")
+        running_new = state == "Done"
+        statuses = []
+        for old_cs, new_cs in zip(old_status["containerStatuses"], new_status["containerStatuses"],
+                                  strict=True):
+            cs = {**new_cs, "allocatedResources": (new_cs if allocated_new else old_cs)[
+                "allocatedResources"], "resources": (new_cs if running_new else old_cs)["resources"]}
+            statuses.append(cs)
+        status["containerStatuses"] = statuses
+        if "resources" in new_status:
+            status["allocatedResources"] = (new_status if allocated_new else old_status
+                                            ).get("allocatedResources")
+            status["resources"] = (new_status if running_new else old_status).get("resources")
+        now = now_rfc3339()
+        conditions = [c for c in status.get("conditions") or []
+                      if c.get("type") not in ("PodResizePending", "PodResizeInProgress")]
+        if state == "InProgress":
+            conditions.append({"type": "PodResizeInProgress", "status": "True",
+                               "lastProbeTime": None, "lastTransitionTime": now})
+        elif state in ("Deferred", "Infeasible"):
+            what = "capacity" if state == "Infeasible" else "resource"
+            conditions.append({"type": "PodResizePending", "status": "True", "reason": state,
+                               "message": f"Node didn't have enough {what}",
+                               "lastProbeTime": None, "lastTransitionTime": now})
+        status["conditions"] = conditions
+        status.setdefault("phase", "Running")
+        if status["phase"] == "Pending" and spec.get("nodeName"):
+            status["phase"] = "Running"
+        return self.patch("pods", name, {"status": status}, namespace, subresource="status")
+
 
     @property
     def graceful_pod_deletion(self) -> bool:

@@ -28,6 +28,7 @@ POD_FIELDS = frozenset({
 NODE_FIELDS = frozenset({"spec.unschedulable"})
 NAMESPACE_FIELDS = frozenset({"status.phase"})
 SERVICE_FIELDS = frozenset({"spec.clusterIP", "spec.type"})
+RESOURCE_SLICE_FIELDS = frozenset({"spec.nodeName", "spec.driver"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,17 +117,30 @@ def event_new_to_core(obj: Obj) -> Obj:
     return out
 
 
-def builtin_resources() -> list[ResourceDef]:
-    """The built-in (non-CRD) resources, as a 1.31 API server with metrics-server lists them."""
+def builtin_resources(minor: int = 36) -> list[ResourceDef]:
+    """The built-in (non-CRD) resources, as an API server of Kubernetes ``1.<minor>`` with
+    metrics-server lists them (``pods/resize`` from 1.33, ``resource.k8s.io/v1`` from 1.34)."""
     status = ("status",)
-    return [
+    pod_subresources = ("binding", "status", "resize") if minor >= 33 else ("binding", "status")
+    # Dynamic Resource Allocation's resource.k8s.io/v1 (GA and served by default from 1.34)
+    dra = [
+        ResourceDef("resource.k8s.io", "v1", "deviceclasses", "deviceclass", "DeviceClass", False,
+                    tracks_generation=True),
+        ResourceDef("resource.k8s.io", "v1", "resourceslices", "resourceslice", "ResourceSlice",
+                    False, tracks_generation=True, field_selectors=RESOURCE_SLICE_FIELDS),
+        ResourceDef("resource.k8s.io", "v1", "resourceclaims", "resourceclaim", "ResourceClaim",
+                    True, subresources=status),
+        ResourceDef("resource.k8s.io", "v1", "resourceclaimtemplates", "resourceclaimtemplate",
+                    "ResourceClaimTemplate", True),
+    ] if minor >= 34 else []
+    defs = [
         ResourceDef("", "v1", "namespaces", "namespace", "Namespace", False,
                     short_names=("ns",), subresources=status, field_selectors=NAMESPACE_FIELDS),
         ResourceDef("", "v1", "nodes", "node", "Node", False,
                     short_names=("no",), subresources=status, field_selectors=NODE_FIELDS),
         ResourceDef("", "v1", "pods", "pod", "Pod", True,
                     short_names=("po",), categories=("all",),
-                    subresources=("binding", "status"), field_selectors=POD_FIELDS),
+                    subresources=pod_subresources, field_selectors=POD_FIELDS),
         ResourceDef("", "v1", "bindings", "binding", "Binding", True, verbs=("create",)),
         ResourceDef("", "v1", "events", "event", "Event", True,
                     short_names=("ev",), bucket="events", field_selectors=None),
@@ -164,6 +178,8 @@ def builtin_resources() -> list[ResourceDef]:
         ResourceDef("metrics.k8s.io", "v1beta1", "pods", "", "PodMetrics", True,
                     verbs=READ_VERBS),
     ]
+    defs.extend(dra)
+    return defs
 
 
 def schedulerprofile_crd() -> Obj:

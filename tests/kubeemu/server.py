@@ -19,23 +19,13 @@ from .faults import FaultInjector, FaultRule
 from .resources import Registry, ResourceDef
 from .selectors import FieldSelector, LabelSelector
 from .store import ABORT, STOP, Store, now_rfc3339
+from .versions import NEWEST, version_info
 
 logger = logging.getLogger("kubeemu")
 
 JSON = "application/json"
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
-VERSION_INFO: dict[str, str] = {
-    "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0+kubeemu",
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2024-08-13T00:00:00Z",
-    "goVersion": "go1.22.5",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
 SUCCESS_201: dict[str, Any] = {
     "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201,
 }
@@ -43,6 +33,7 @@ _SUB_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "status": ("", ("get", "patch", "update")),
     "binding": ("Binding", ("create",)),
     "scale": ("Scale", ("get", "patch", "update")),
+    "resize": ("", ("get", "patch", "update")),
 }
 
 
@@ -108,7 +99,9 @@ class ApiServer:
         watch_delay: float = 0.0,
         record_requests: bool = True,
         control: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None,
+        minor: int = NEWEST,
     ) -> None:
+        self.version_info = version_info(minor)  # what GET /version answers
         self.store = store
         self.registry = registry
         self.faults = faults
@@ -231,7 +224,7 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         if path == "/version" or path == "/version/":
-            return _json_response(VERSION_INFO)
+            return _json_response(self.version_info)
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
         parsed = self._parse(path)

@@ -18,18 +18,20 @@ import ipaddress
 import json
 import logging
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import kinds
+from . import kinds, pods
 from .capacity import TERMINAL_PHASES
 from .errors import ApiError
 from .patching import apply_patch
 from .resources import Obj, Registry, ResourceDef, defs_from_crd
 from .schema import apply_schema
 from .selectors import FieldSelector, LabelSelector
+from .versions import NEWEST, Features
 
 logger = logging.getLogger("kubeemu")
 
@@ -210,6 +212,34 @@ def _strip_for_compare(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+_DECLARED_FEATURE = re.compile(r"^[A-Z][a-zA-Z0-9]*(/[a-zA-Z][a-zA-Z0-9]*)*$")
+
+
+def _validate_node(node: Obj) -> list[str]:
+    """``validateNodeDeclaredFeatures``: valid names, sorted, no duplicates."""
+    features = (node.get("status") or {}).get("declaredFeatures")
+    if not features:
+        return []
+    if not isinstance(features, list):
+        return [f"status.declaredFeatures: Invalid value: {features!r}: must be a list"]
+    errors: list[str] = []
+    for index, name in enumerate(features):
+        if not isinstance(name, str) or len(name) > 253 or not _DECLARED_FEATURE.match(name):
+            errors.append(f'status.declaredFeatures[{index}]: Invalid value: "{name}": invalid '
+                          f'feature name "{name}": must start with an UpperCamelCase segment, '
+                          "with subsequent segments separated by '/' (e.g., MyFeature or "
+                          "MyFeature/mySubFeature), and contain only alphanumeric characters "
+                          "and slashes")
+        if index + 1 < len(features):
+            after = features[index + 1]
+            if after == name:
+                errors.append(f'status.declaredFeatures[{index + 1}]: Duplicate value: "{after}"')
+            elif isinstance(name, str) and isinstance(after, str) and name > after:
+                errors.append(f'status.declaredFeatures[{index + 1}]: Invalid value: "{after}": '
+                              "list must be sorted alphabetically")
+    return errors
+
+
 def _default_pod(obj: Obj) -> None:
     """Apply the API server's pod defaulting that a scheduler can observe."""
     spec = obj.setdefault("spec", {})
@@ -230,8 +260,10 @@ class Store:
     """All objects, their history, the watchers, and the binding audit."""
 
     def __init__(self, registry: Registry, *, history_size: int = 50_000,
-                 strict_namespaces: bool = False, graceful_pod_deletion: bool = False) -> None:
+                 strict_namespaces: bool = False, graceful_pod_deletion: bool = False,
+                 features: Features | None = None) -> None:
         self.registry = registry
+        self.features = features or Features(NEWEST)  # the Kubernetes minor played
         self.history_size = history_size
         self.strict_namespaces = strict_namespaces
         self.graceful_pod_deletion = graceful_pod_deletion
@@ -442,13 +474,23 @@ class Store:
         group, plural = rdef.group, rdef.plural
         if group == "" and plural == "pods":
             trusted = not http and "priority" in (obj.get("spec") or {})
+            features = self.features
+            features.drop_pod_fields(obj)
             _default_pod(obj)
+            if "PodLevelResources" in features:
+                pods.default_pod_requests(obj)
+            self._check(rdef, obj, pods.validate_create(obj, features))
             if not trusted:
                 self._admit_pod(obj)
             if http or not obj.get("status"):
                 obj["status"] = {"phase": "Pending"}
             else:
                 obj["status"] = {"phase": "Pending", **obj["status"]}
+            if "PodSchedulingReadiness" in features:
+                pods.apply_scheduling_gated_condition(obj, now_rfc3339())
+        elif group == "" and plural == "nodes":
+            self.features.drop_node_fields(obj)
+            self._check(rdef, obj, _validate_node(obj))
         elif rdef.custom:
             if rdef.has_status and http:
                 obj.pop("status", None)
@@ -623,6 +665,18 @@ class Store:
 
     def _next_version(self, rdef: ResourceDef, old: Obj, cand: Obj,
                       subresource: str | None) -> Obj:
+        if not rdef.custom and rdef.group == "" and rdef.plural in ("pods", "nodes"):
+            cand = dict(cand)
+            if rdef.plural == "pods":
+                self.features.drop_pod_fields(cand)
+            else:
+                self.features.drop_node_fields(cand)
+                self._check(rdef, cand, _validate_node(cand))
+        if subresource == "resize":  # pods/resize: container (and pod-level) resources only
+            new = pods.resize_candidate(old, cand, self.features)
+            self._check(rdef, new, pods.validate_resize(old, new, self.features)
+                        + pods.validate_pod(new, self.features))
+            return new
         if subresource == "status":
             new = dict(old)
             if "status" in cand:
@@ -668,12 +722,22 @@ class Store:
                            if k in ospec and k not in nspec}
                 if missing:
                     new["spec"] = {**nspec, **missing}
-            self._check_pod_spec_update(old, new)
+            self._check_pod_spec_update(rdef, old, new)
         return new
 
-    @staticmethod
-    def _check_pod_spec_update(old: Obj, new: Obj) -> None:
-        """Pod specs are immutable but for a few fields, so nodeName can only come via binding."""
+    def _check_pod_spec_update(self, rdef: ResourceDef, old: Obj, new: Obj) -> None:
+        """Pod specs are immutable but for a few fields, so nodeName can only come via binding;
+        scheduling gates may only be removed; a gated pod's node selection may still change."""
+        features = self.features
+        errors: list[str] = []
+        nspec = new.get("spec") or {}
+        if "PodSchedulingReadiness" in features:
+            errors += pods.validate_gate_update(old, new)
+            nspec, more = pods.gated_mutable(old, new)
+            errors += more
+        errors += pods.validate_pod(new, features)
+        self._check(rdef, new, errors)
+
         def masked(spec: Obj) -> Obj:
             out = {k: v for k, v in spec.items() if k not in MUTABLE_POD_SPEC}
             for field in ("containers", "initContainers"):
@@ -681,7 +745,7 @@ class Store:
                     out[field] = [{k: v for k, v in c.items() if k != "image"}
                                   for c in out[field]]
             return out
-        if masked(new.get("spec") or {}) != masked(old.get("spec") or {}):
+        if masked(nspec) != masked(old.get("spec") or {}):
             name = old["metadata"]["name"]
             raise ApiError.invalid("Pod", name, "spec: Forbidden: pod updates may not change "
                                    "fields other than `spec.containers[*].image`, "
@@ -867,9 +931,14 @@ class Store:
             raise ApiError.conflict("pods/binding", name,
                                     f'pod {name} is already assigned to node '
                                     f'"{ospec["nodeName"]}"')
+        if ospec.get("schedulingGates"):  # "Reject binding to a scheduling un-ready Pod."
+            raise ApiError.conflict("pods/binding", name,
+                                    f"pod {name} has non-empty .spec.schedulingGates")
         new = dict(old)
         new["spec"] = {**ospec, "nodeName": node}
         status = dict(old.get("status") or {})
+        if "ClearingNominatedNodeNameAfterBinding" in self.features:
+            status.pop("nominatedNodeName", None)
         cond = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                 "lastTransitionTime": now_rfc3339()}
         conditions = list(status.get("conditions") or [])

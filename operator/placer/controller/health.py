@@ -1,18 +1,44 @@
-"""`/healthz` and `/metrics` on `--metrics-port`, served by aiohttp inside the operator's loop."""
+"""`/healthz` and `/metrics` on `--metrics-port`, served by aiohttp inside the operator's loop, and
+what healthy means (`health`)."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 from aiohttp import web
 
 from placer.controller.state import SchedulerState
 
-__all__ = ["HealthServer"]
+__all__ = ["HealthServer", "health"]
 
 logger = logging.getLogger("placer.health")
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def health(state: SchedulerState) -> tuple[bool, str]:
+    """(healthy, reason) for /healthz: every background task running, Kopf started and watching,
+    the initial sync done, and the API server heard from within `health_window`."""
+    for name, task in state.tasks.items():
+        if task.done():
+            error = None if task.cancelled() else task.exception()
+            return False, f"{name} stopped: {error!r}"
+    if not state.kopf_ready:
+        return False, "starting"
+    if state.insights is not None:
+        watched = {resource.plural for resource in getattr(state.insights, "watched_resources", ())}
+        missing = {"schedulerprofiles"} - watched
+        missing |= {kind for kind, versions in state.resync.watch_versions.items() if not versions}  # ours
+        if missing:
+            return False, "not watching " + ", ".join(sorted(missing))
+    if not state.synced:
+        return False, "initial sync not done"
+    if state.kube is not None:
+        last = state.kube.last_answer
+        if last is None or time.monotonic() - last > state.options.health_window:
+            return False, f"API server not answering: {state.kube.last_failure or 'no answer yet'}"
+    return True, "ok"
 
 
 class HealthServer:
@@ -44,7 +70,7 @@ class HealthServer:
             self._runner = None
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        healthy, reason = self.state.health()
+        healthy, reason = health(self.state)
         return web.Response(text=reason + "\n", status=200 if healthy else 500)
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -26,7 +26,8 @@ from typing import Any
 import aiohttp
 
 from placer.controller.kube import ApiError
-from placer.controller.state import ACTIVE_PODS_SELECTOR, SchedulerState
+from placer.controller.resync import ACTIVE_PODS_SELECTOR
+from placer.controller.state import SchedulerState
 
 __all__ = ["Informer", "node_informer", "pod_informer"]
 
@@ -40,7 +41,7 @@ class _Expired(Exception):
 
 
 class Informer:
-    """The watch of one kind (`kind`: its key in `SchedulerState.watch_versions`), its events fed to
+    """The watch of one kind (`kind`: its key in `Resync.watch_versions`), its events fed to
     `feed`; `query` narrows it (e.g. the pods' field selector)."""
 
     def __init__(
@@ -55,13 +56,13 @@ class Informer:
 
     @property
     def versions(self) -> dict[str, str]:
-        return self.state.watch_versions[self.kind]
+        return self.state.resync.watch_versions[self.kind]
 
     async def run(self) -> None:
         """Follow every path the resync lists (for pods: all namespaces, or each of `--namespace`)."""
         state = self.state
         while not self.versions:  # the first resync lists the kind and says from where to watch
-            await state.resynced.wait()
+            await state.resync.resynced.wait()
         await asyncio.gather(*(self._follow(path) for path in list(self.versions)))
 
     async def _follow(self, path: str) -> None:
@@ -117,10 +118,10 @@ class Informer:
         state = self.state
         logger.info("the %s watch on %s expired: listing again, deletions it missed will be pruned",
                     self.kind[:-1], path)
-        target = state.resyncs_done + 1
-        state.relisted.set()
-        while state.resyncs_done < target:
-            await state.resynced.wait()
+        target = state.resync.resyncs_done + 1
+        state.resync.relisted.set()
+        while state.resync.resyncs_done < target:
+            await state.resync.resynced.wait()
 
 
 def pod_informer(state: SchedulerState) -> Informer:

@@ -1,12 +1,12 @@
 """The one place that talks to the API server (Kopf's watches aside).
 
 kubernetes_asyncio reads the kubeconfig or in-cluster credentials (exec plugins, token refresh and
-all); the calls themselves go over one plain aiohttp session set up from that configuration (TLS,
-pool, proxy, auth header), through `KubeClient.request`: raw JSON bodies in and out, no model
-(de)serialization, since a bind returns a `Status` the generated client cannot parse and the hot
-path (binds, events) must stay cheap. Transient failures (429 honouring `Retry-After`,
-500/502/503/504, timeouts, connection errors) are retried with exponential backoff and full
-jitter. Nothing here logs headers or bodies: tokens never reach a log.
+all; `placer.controller.kubeconfig`); the calls themselves go over one plain aiohttp session set up
+from that configuration (TLS, pool, proxy, auth header), through `KubeClient.request`: raw JSON
+bodies in and out, no model (de)serialization, since a bind returns a `Status` the generated
+client cannot parse and the hot path (binds, events) must stay cheap. Transient failures (429
+honouring `Retry-After`, 500/502/503/504, timeouts, connection errors) are retried with exponential
+backoff and full jitter. Nothing here logs headers or bodies: tokens never reach a log.
 """
 
 from __future__ import annotations
@@ -14,24 +14,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import inspect
 import json
 import logging
-import os
 import random
-import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import kopf
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+
+from placer.controller.kubeconfig import connection_info, load_configuration, open_session
+from placer.engine.framework import JSON_PATCH as JSON_PATCH_TYPE
+from placer.engine.framework import MERGE_PATCH as MERGE_PATCH_TYPE
+from placer.engine.framework import STRATEGIC_MERGE_PATCH as STRATEGIC_PATCH_TYPE
+from placer.engine.framework import ObjectRef, Write
 
 __all__ = [
     "JSON",
+    "JSON_PATCH",
     "MERGE_PATCH",
     "STRATEGIC_MERGE_PATCH",
     "ApiError",
@@ -46,8 +48,12 @@ __all__ = [
 logger = logging.getLogger("placer.kube")
 
 JSON = "application/json"
+JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+CONTENT_TYPES = {
+    MERGE_PATCH_TYPE: MERGE_PATCH, JSON_PATCH_TYPE: JSON_PATCH, STRATEGIC_PATCH_TYPE: STRATEGIC_MERGE_PATCH,
+}
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 LIST_PAGE = 500
 MAX_RETRY_AFTER = 60.0  # honour the server's Retry-After, within reason
@@ -97,78 +103,6 @@ class BindOutcome:
     result: BindResult
     message: str = ""
     answered: bool = True  # False: the last attempt got no HTTP answer at all (server unreachable)
-
-
-async def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
-    """The client configuration: an explicit kubeconfig (argument or `$KUBECONFIG`), else in-cluster,
-    else `~/.kube/config`. An explicit `$KUBECONFIG` wins over in-cluster credentials, so a run
-    from inside a pod (a CI runner, a benchmark) talks to the cluster it was pointed at."""
-    configuration = k8s_client.Configuration()
-    if kubeconfig or os.environ.get("KUBECONFIG"):
-        path = kubeconfig or os.environ["KUBECONFIG"]  # read now: the library read it at import
-        await k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-    else:
-        try:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        except k8s_config.ConfigException:
-            await k8s_config.load_kube_config(client_configuration=configuration)
-    return configuration
-
-
-async def connection_info(configuration: k8s_client.Configuration) -> kopf.ConnectionInfo:
-    """Kopf's credentials from the very configuration placer's own client uses (one source of truth).
-
-    For in-cluster configs the token is re-read from its file when it rotates; Kopf calls the login
-    handler again on a 401, which lands here again.
-    """
-    header = configuration.get_api_key_with_prefix("BearerToken")
-    if inspect.isawaitable(header):
-        header = await header
-    parts = header.split(" ", 1) if header else []
-    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        username=configuration.username or None,
-        password=configuration.password or None,
-        scheme=scheme,
-        token=token,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-        proxy_url=configuration.proxy,
-    )
-
-
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
-
-
-def ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
-    """TLS exactly as kubernetes_asyncio's REST client sets it up from the same configuration."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if configuration.disable_strict_ssl_verification:
-        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    return context
-
-
-def open_session(configuration: k8s_client.Configuration, pool_size: int) -> aiohttp.ClientSession:
-    """A plain aiohttp session with the client's TLS, pool size and proxy handling.
-
-    Measured on a real API server, kubernetes_asyncio's `call_api` (parameter sanitising, header
-    and auth assembly per call) cost about a third of each bind's client CPU; the calls Placer makes
-    need none of it. `trust_env` (a proxy/netrc lookup in a worker thread on every request) is on
-    only when proxy variables are set, so without them nothing changes but the cost.
-    """
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=pool_size, ssl=ssl_context(configuration)),
-        trust_env=any(os.environ.get(name) for name in PROXY_VARIABLES),
-        read_bufsize=2**21,  # as kubernetes_asyncio: big objects exceed aiohttp's default buffer
-    )
 
 
 class KubeClient:
@@ -313,14 +247,6 @@ class KubeClient:
             content_type=STRATEGIC_MERGE_PATCH,
         )
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> Reply:
-        """DELETE a pod (a preemption victim), its UID as precondition: a pod re-created under that
-        name is never deleted by mistake (409). The pod's own grace period applies."""
-        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
-        return await self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body)
-
     async def list_objects(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]:
         """Every item of a collection, paged; returns (items, the list's resourceVersion)."""
         items: list[Any] = []
@@ -367,30 +293,19 @@ class KubeClient:
                 if line.strip():
                     yield json.loads(line)
 
-    # ----------------------------------------------------------------- claims and volumes
+    # ----------------------------------------------------------------- any object (plugins' writes)
 
-    async def get_volume(self, name: str) -> Reply:
-        return await self.request("GET", f"/api/v1/persistentvolumes/{name}")
+    async def get_object(self, ref: ObjectRef, *, retries: int | None = None) -> Reply:
+        return await self.request("GET", ref.path(), retries=retries)
 
-    async def patch_volume(self, name: str, patch: Mapping[str, Any]) -> Reply:
-        """JSON merge patch of a PersistentVolume; a `metadata.resourceVersion` in it is a
-        precondition (409 when the volume changed since)."""
+    async def write(self, write: Write) -> Reply:
+        """A plugin's (or preemption's) `Write`: a PATCH of the object or its subresource, or a
+        DELETE, its preconditions in the body (`Write.body`)."""
+        if write.delete:
+            return await self.request("DELETE", write.target.path(), body=write.body(), retries=write.retries)
         return await self.request(
-            "PATCH", f"/api/v1/persistentvolumes/{name}", body=patch, content_type=MERGE_PATCH,
-        )
-
-    async def get_claim(self, namespace: str, name: str, *, retries: int | None = None) -> Reply:
-        return await self.request(
-            "GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}", retries=retries
-        )
-
-    async def patch_claim(
-        self, namespace: str, name: str, patch: Mapping[str, Any], *, retries: int | None = None
-    ) -> Reply:
-        """JSON merge patch of a PersistentVolumeClaim, `metadata.resourceVersion` as precondition."""
-        return await self.request(
-            "PATCH", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}", body=patch,
-            content_type=MERGE_PATCH, retries=retries,
+            "PATCH", write.target.path(write.subresource), body=write.body(),
+            content_type=CONTENT_TYPES[write.patch_type], retries=write.retries,
         )
 
     # ----------------------------------------------------------------- events.k8s.io/v1

@@ -1,30 +1,29 @@
-"""The scheduling loop: one task pops the queue, decides, assumes, and hands the bind off.
+"""The scheduling loop, as kube-scheduler's `scheduleOne`: pop, schedule, (post-filter), reserve,
+permit, bind.
 
-Per pod: take the profile once (an immutable object, so a reload never mixes two versions in a
-cycle), run the vectorised engine, and on a decision count the pod on its node (`assume`)
-*before* the bind is sent, so the next decision already sees it. Binds run as tasks, at most
-`max_binds_in_flight` at a time (the loop waits for a free slot before deciding, so decisions
-are made on the freshest state). A bound pod stays assumed until its watch event confirms it; a
-failed bind is forgotten and requeued with backoff, or dropped on 409 (someone else bound it, or
-it is being deleted) and 404 (gone). A bind that got no answer at all pauses the loop until the
-API server answers again (`SchedulerState.probe_api_forever`), so an outage costs a ping with
-backoff, not a bind per pending pod. Only the leader runs the loop, and every bind checks the
-leadership again right before it is sent.
+One task pops the queue and runs each pod's scheduling cycle (`cycle`):
 
-Assuming a pod is kube's assume and Reserve together (`Scheduler.assume`): the pod counted on its
-node and what its filters found there held, e.g. the volumes VolumeBinding chose. A pod with volume
-bindings to write first goes through kube's PreBind (`placer.controller.prebind`) in a task of its
-own, which holds no bind slot while it waits for the PV controller or a provisioner; it takes one to
-bind once every claim is bound. Any failure undoes both (`Scheduler.forget`).
+1. **schedule** — the profile taken once (an immutable object, so a reload never mixes two versions
+   in a cycle), the vectorised engine decides (`Scheduler.schedule`);
+2. **post-filter** — no node fits: the PostFilter result is carried out
+   (`placer.controller.preemption`: the pod nominated to a node, its victims evicted by a task), or
+   the pod is reported unschedulable and backs off until an event that may help;
+3. **reserve** — kube's assume and Reserve together (`Scheduler.assume`): the pod counted on its node
+   *before* the bind is sent, so the next decision already sees it, and what its plugins found there
+   held (e.g. the volumes VolumeBinding chose); assuming drops the pod's nomination;
+4. **permit** — the Permit plugins allow the pod, reject it, or make it wait (`Scheduler.permit`);
+5. **bind** — the binding cycle (`placer.controller.binding`): WaitOnPermit, PreBind, Bind, PostBind
+   in a task of its own.
 
-A decision with a preemption (`Decision.preemption`) nominates the pod to its node in the cycle
-itself and hands the victims to `placer.controller.preemption` (a task, no bind slot); the pod
-waits for a victim to go. Assuming a pod drops its nomination (kube's assume), and a failure in
-its binding clears it; a failed preemption that found no candidate clears it too.
+Binds run at most `max_binds_in_flight` at a time: the loop waits for a free slot before deciding
+(so decisions are made on the freshest state) and a pod bound at once takes it; a binding cycle that
+waits (on Permit or a PreBind) holds no slot and takes one to bind. A bind that got no answer at all
+pauses the loop until the API server answers again (`ApiHealth.probe_forever`), so an
+outage costs a ping with backoff, not a bind per pending pod. Only the leader runs the loop.
 
-Shadow profiles' decisions (`placer.controller.shadow`) are taken by this loop too, never before
-an active pod that is ready: in its idle time, and between active pods only within
-`shadow_busy_share` of the time. They hold no bind slot and write nothing.
+Shadow profiles' decisions (`placer.controller.shadow`) are taken by this loop too, never before an
+active pod that is ready: in its idle time, and between active pods only within `shadow_busy_share`
+of the time. They hold no bind slot and write nothing.
 """
 
 from __future__ import annotations
@@ -34,24 +33,18 @@ import contextlib
 import logging
 import time
 
-from placer.controller.kube import BindOutcome, BindResult
-from placer.controller.prebind import PLUGIN as VOLUME_BINDING
-from placer.controller.prebind import VolumeBinder, VolumeOutcome, VolumeResult
+from placer.controller.binding import BindingCycles
 from placer.controller.preemption import VICTIM_GONE, Preemptions, keeps_nomination
 from placer.controller.shadow import ShadowWork
 from placer.controller.state import SchedulerState
-from placer.engine.framework import ClusterEvent
+from placer.engine.framework import ClusterEvent, PermitCode
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 from placer.engine.runtime import Decision
-from placer.engine.storage import VolumeBindings
 
 __all__ = ["SchedulingLoop"]
 
 logger = logging.getLogger("placer.loop")
-
-# what may let a pod whose volumes could not be bound go now (VolumeBinding's events)
-VOLUME_EVENTS = frozenset({ClusterEvent.NODE, "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"})
 
 
 class SchedulingLoop:
@@ -59,23 +52,16 @@ class SchedulingLoop:
         self.state = state
         self.limit = max_binds_in_flight or state.options.max_binds_in_flight
         self._slots = asyncio.Semaphore(self.limit)
-        self._binds: set[asyncio.Task[None]] = set()
-        self._volume_binds: set[asyncio.Task[None]] = set()  # pods waiting for their volumes (no slot)
         self._stopping = asyncio.Event()
-        self.volumes = VolumeBinder(state, self._stopping)
         self.preemptions = Preemptions(state)
+        self.binding = BindingCycles(state, self._slots, self._stopping, self.preemptions.clear)
         # shadow profiles' decisions: in idle time, and within a small share of the busy time
         self.shadow = ShadowWork(state.shadows, state.cluster, share=state.options.shadow_busy_share)
-        state.metrics.volume_binds_waiting.source = lambda: [({}, len(self._volume_binds))]
         self.debug = logger.isEnabledFor(logging.DEBUG)
 
     @property
     def binds_in_flight(self) -> int:
-        return len(self._binds)
-
-    @property
-    def volume_binds_waiting(self) -> int:
-        return len(self._volume_binds)
+        return self.binding.binds_in_flight
 
     async def run(self) -> None:
         state = self.state
@@ -87,8 +73,8 @@ class SchedulingLoop:
             if not state.is_leader():  # lost by the clock; the elector is about to say so
                 await asyncio.sleep(0.05)
                 continue
-            if not state.api_up.is_set():  # the API server does not answer: no bind could land
-                await state.api_up.wait()
+            if not state.api.up.is_set():  # the API server does not answer: no bind could land
+                await state.api.up.wait()
                 continue
             await self._slots.acquire()
             state.wakeup.clear()
@@ -118,179 +104,124 @@ class SchedulingLoop:
             async with asyncio.timeout(delay):
                 await self.state.wakeup.wait()
 
+    # ----------------------------------------------------------------- one pod: kube's scheduleOne
+
     def cycle(self, pod: PodInfo) -> bool:
-        """One scheduling cycle; True when a bind task was started (it owns the slot then)."""
+        """One scheduling cycle; True when its binding cycle took the bind slot."""
+        profile = self._profile(pod)
+        if profile is None:
+            return False
+        decision = self._schedule(pod, profile)
+        if decision is None:
+            return False
+        if decision.node is None:
+            self._post_filter(pod, profile, decision)
+            return False
+        if not self._reserve(pod, profile, decision) or not self._permit(pod, profile, decision):
+            return False
+        return self.binding.start(pod, decision, profile)
+
+    def _profile(self, pod: PodInfo) -> Profile | None:
+        """The profile that decides for the pod now, taken once for the whole cycle; None when the
+        pod is not to be decided now."""
         state = self.state
         key = pod.key
-        profile = state.profiles.active(pod.scheduler_name)  # taken once for the whole cycle
+        profile = state.profiles.active(pod.scheduler_name)
         if profile is None or key in state.cluster.pods or not state.is_leader():
             if profile is None or key in state.cluster.pods:
                 state.queue.remove(key)
             else:
                 state.queue.retry_now(key)  # not leading any more: leave it for the next term
-            return False
+            return None
         if self.preemptions.running(key):  # its victims are being evicted: not decided again meanwhile
             self.preemptions.hold_back(key)
-            return False
+            return None
+        return profile
+
+    def _schedule(self, pod: PodInfo, profile: Profile) -> Decision | None:
+        state = self.state
         started = time.perf_counter()
         try:
             decision = state.scheduler.schedule(pod, profile, state.cluster, top=3 if self.debug else 0)
         except Exception:
-            logger.exception("scheduling %s failed", key)
+            logger.exception("scheduling %s failed", pod.key)
             self._observe(profile, "error", started)
-            state.queue.backoff(key)
-            return False
-        node = decision.node
-        if node is None:
-            message = decision.full_message or "unschedulable"
+            state.queue.backoff(pod.key)
+            return None
+        if decision.node is None:
             self._observe(profile, "error" if pod.error else "unschedulable", started)
-            if decision.preemption is not None:
-                # kube's prepareCandidate: nominated at once, victims evicted by a task; retried as
-                # soon as a victim is gone
-                state.queue.backoff(key, (decision.wake_on | VICTIM_GONE) if decision.wake_on else frozenset())
-                self.preemptions.begin(pod, profile, decision, message)
-                state.reporter.failed(pod, profile.scheduler_name, message, condition=False)  # the task writes it
-            else:
-                if not keeps_nomination(decision):  # preemption found nothing: the nomination goes
-                    self._drop_nomination(pod)
-                state.queue.backoff(key, decision.wake_on)
-                state.reporter.failed(pod, profile.scheduler_name, message)
-            if self.debug:
-                logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
-            return False
-        self._observe(profile, "scheduled", started)
-        state.unnominate(key, now_on=node)  # kube's assume drops the pod's nomination
+        else:
+            self._observe(profile, "scheduled", started)
+        return decision
+
+    def _post_filter(self, pod: PodInfo, profile: Profile, decision: Decision) -> None:
+        """No node fits: carry out the PostFilter result, or report the pod unschedulable."""
+        state = self.state
+        key = pod.key
+        message = decision.full_message or "unschedulable"
+        if decision.preemption is not None:
+            # kube's prepareCandidate: nominated at once, victims evicted by a task; retried as soon
+            # as a victim is gone
+            state.queue.backoff(key, (decision.wake_on | VICTIM_GONE) if decision.wake_on else frozenset())
+            self.preemptions.begin(pod, profile, decision, message)
+            state.reporter.failed(pod, profile.scheduler_name, message, condition=False)  # the task writes it
+        else:
+            if not keeps_nomination(decision):  # the PostFilter found nothing: the nomination goes
+                had = state.nominations.unnominate(key)
+                if had or pod.nominated_node:
+                    self.preemptions.clear(pod)
+            state.queue.backoff(key, decision.wake_on)
+            state.reporter.failed(pod, profile.scheduler_name, message)
+        if self.debug:
+            logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
+
+    def _reserve(self, pod: PodInfo, profile: Profile, decision: Decision) -> bool:
+        """kube's assume and Reserve: counted on its node, what its plugins found there held."""
+        state = self.state
+        node = decision.node
+        state.nominations.unnominate(pod.key, now_on=node)  # kube's assume drops the pod's nomination
         try:
-            state.scheduler.assume(pod, decision, profile, state.cluster)  # counted, and its reservations held
+            state.scheduler.assume(pod, decision, profile, state.cluster)
         except Exception:
-            logger.exception("reserving %s on %s failed", key, node)
-            self._forget(pod, decision, profile)
-            state.queue.backoff(key)
+            logger.exception("reserving %s on %s failed", pod.key, node)
+            state.scheduler.forget(pod, decision, profile, state.cluster)
+            state.queue.backoff(pod.key)
             return False
         state.queue.wake(ClusterEvent.POD_ADD)  # e.g. a pod with affinity to this one may go now
         if self.debug:
             top = ", ".join(f"{s.node}={s.total}" for s in decision.top)
-            logger.debug("pod %s -> %s (profile %s generation %d; top %s)", key, node, profile.name,
+            logger.debug("pod %s -> %s (profile %s generation %d; top %s)", pod.key, node, profile.name,
                          profile.generation, top)
-        bindings = decision.reservations.get(VOLUME_BINDING)
-        if isinstance(bindings, VolumeBindings) and (bindings.static or bindings.dynamic):
-            task = asyncio.create_task(self._bind_volumes(pod, decision, profile, bindings))
-            self._volume_binds.add(task)
-            task.add_done_callback(self._volume_binds.discard)
-            return False  # waiting for the volumes holds no bind slot
-        task = asyncio.create_task(self._bind(pod, decision, profile))
-        self._binds.add(task)
-        task.add_done_callback(self._binds.discard)
         return True
 
-    def _drop_nomination(self, pod: PodInfo) -> None:
-        """The pod no longer holds a node's room: in the cluster, and on the server if it says so."""
-        had = self.state.unnominate(pod.key)
-        if had or pod.nominated_node:
-            self.preemptions.clear(pod)
-
-    def _forget(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
-        """Undo `Scheduler.assume`: the pod's room on its node and its reservations."""
+    def _permit(self, pod: PodInfo, profile: Profile, decision: Decision) -> bool:
+        """kube's RunPermitPlugins: False when the pod was rejected (or a plugin broke)."""
         state = self.state
-        state.scheduler.forget(pod, decision, profile, state.cluster)
+        try:
+            permit = state.scheduler.permit(pod, decision, profile, state.cluster)
+        except Exception:
+            logger.exception("Permit of %s on %s failed", pod.key, decision.node)
+            state.scheduler.unpermit(pod, decision, profile, state.cluster)
+            state.scheduler.forget(pod, decision, profile, state.cluster)
+            state.queue.backoff(pod.key)
+            return False
+        if permit.code is PermitCode.REJECT:
+            self.binding.rejected(pod, decision, profile)
+            return False
+        return True
 
     def _observe(self, profile: Profile, result: str, started: float) -> None:
         metrics = self.state.metrics
         metrics.attempts.inc(result=result, profile=profile.name)
         metrics.attempt_duration.observe(time.perf_counter() - started, result=result, profile=profile.name)
 
-    async def _bind_volumes(
-        self, pod: PodInfo, decision: Decision, profile: Profile, bindings: VolumeBindings
-    ) -> None:
-        """PreBind: write the volume bindings and wait for them (no slot held), then bind the pod."""
-        state = self.state
-        try:
-            try:
-                outcome = await self.volumes.bind(pod, bindings)
-            except Exception as error:
-                logger.exception("binding the volumes of %s failed", pod.key)
-                outcome = VolumeOutcome(VolumeResult.FAILED, f'running PreBind plugin "{VOLUME_BINDING}": {error}')
-            state.metrics.volume_binds.inc(result=outcome.result.value)
-            if outcome.result is VolumeResult.BOUND:
-                await self._slots.acquire()  # _bind releases it
-        except asyncio.CancelledError:
-            self._forget(pod, decision, profile)  # never leave an assumption behind
-            raise
-        if outcome.result is VolumeResult.BOUND:
-            await self._bind(pod, decision, profile)
-        else:
-            self._volumes_failed(pod, decision, profile, outcome)
-
-    def _volumes_failed(self, pod: PodInfo, decision: Decision, profile: Profile, outcome: VolumeOutcome) -> None:
-        state = self.state
-        key = pod.key
-        self._forget(pod, decision, profile)
-        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
-        state.wakeup.set()
-        if outcome.result is VolumeResult.GONE:
-            state.queue.remove(key)
-            logger.debug("volumes of %s not bound: %s", key, outcome.message)
-            return
-        if outcome.result is VolumeResult.ABANDONED or not state.is_leader():
-            state.queue.retry_now(key)  # for the next term (or leader)
-            logger.info("volumes of %s not bound: %s", key, outcome.message)
-            return
-        if not outcome.answered:
-            state.api_unreachable(outcome.message)
-        if pod.nominated_node:
-            self.preemptions.clear(pod)  # as kube after a failed binding cycle: nominated nowhere
-        state.queue.backoff(key, VOLUME_EVENTS, from_now=True)
-        logger.warning("volumes of %s on %s not bound: %s", key, decision.node, outcome.message)
-        state.reporter.failed(pod, profile.scheduler_name, outcome.message, reason="SchedulerError")
-
-    async def _bind(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
-        state = self.state
-        key = pod.key
-        node = decision.node
-        assert node is not None
-        try:
-            if not state.is_leader():
-                outcome = BindOutcome(BindResult.FAILED, "not the leader")
-            else:
-                assert state.kube is not None
-                outcome = await state.kube.bind(pod.namespace, pod.name, pod.uid, node)
-        except asyncio.CancelledError:
-            self._forget(pod, decision, profile)  # never leave an assumption behind
-            raise
-        except Exception as error:
-            outcome = BindOutcome(BindResult.FAILED, repr(error))
-        finally:
-            self._slots.release()
-        result = outcome.result
-        state.metrics.bindings.inc(result=result.value)
-        if result is BindResult.BOUND:
-            state.queue.remove(key)  # stays assumed until the watch shows it bound
-            state.reporter.scheduled(pod, node, profile.scheduler_name)
-            return
-        self._forget(pod, decision, profile)
-        if result in (BindResult.CONFLICT, BindResult.GONE):
-            state.queue.remove(key)
-            logger.debug("bind of %s dropped (%s): %s", key, result.value, outcome.message)
-            return
-        if not state.is_leader():
-            state.queue.retry_now(key)
-            return
-        if not outcome.answered:
-            state.api_unreachable(outcome.message)
-        if pod.nominated_node:
-            self.preemptions.clear(pod)  # as kube after a failed bind: nominated nowhere
-        state.queue.backoff(key)
-        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
-        state.wakeup.set()
-        logger.warning("bind of %s to %s failed: %s", key, node, outcome.message)
-        state.reporter.failed(pod, profile.scheduler_name, f"Binding rejected: {outcome.message}", condition=False)
-
     async def drain(self, timeout: float) -> None:
-        """Let the binds in flight finish (bounded), e.g. before the Lease is released; pods waiting
-        for their volumes stop waiting (undoing their annotations) and are left to the next leader."""
+        """Let the binds in flight finish (bounded), e.g. before the Lease is released; binding cycles
+        that wait (on Permit or a PreBind) stop waiting, undo their writes and leave their pods to
+        the next leader."""
         self._stopping.set()
-        self.state.volumes_changed.fire()
-        tasks = [*self._binds, *self._volume_binds, *self.preemptions.tasks]
+        self.state.binding_changes.fire()
+        tasks = [*self.binding.tasks, *self.preemptions.tasks]
         if tasks:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):

@@ -152,15 +152,15 @@ async def operate(
         jobs: dict[str, Any] = {
             "coordinator": state.coordinate(),
             "scheduling loop": scheduling.run(),
-            "profile status writer": state.write_profile_statuses(),
-            "shadow status writer": state.write_shadow_statuses(),
-            "node metrics poller": state.poll_node_metrics_forever(),
-            "api pinger": state.ping_forever(),
-            "resync verifier": state.verify_provisional_forever(),
-            "relist reconciler": state.reconcile_forever(),
+            "profile status writer": state.statuses.profiles_forever(),
+            "shadow status writer": state.statuses.shadows_forever(),
+            "node metrics poller": state.node_metrics.forever(),
+            "api pinger": state.api.ping_forever(),
+            "resync verifier": state.resync.verify_provisional_forever(),
+            "relist reconciler": state.resync.reconcile_forever(),
             "pod watch": pod_informer(state).run(),
             "node watch": node_informer(state).run(),
-            "api prober": state.probe_api_forever(),
+            "api prober": state.api.probe_forever(),
         }
         if state.leader is not None:
             jobs["leader election"] = state.leader.run()

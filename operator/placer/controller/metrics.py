@@ -158,6 +158,10 @@ class Metrics:
             "placer_volume_binds_waiting", "Pods whose volumes are being bound (waiting for the PV controller "
             "or a provisioner).",
         )
+        # the PreBind plugins' families (`PreBindPlugin.metric`): results and pods in that PreBind now
+        self.pre_binds: dict[str, tuple[Counter, Gauge]] = {
+            "volume_binds": (self.volume_binds, self.volume_binds_waiting),
+        }
         self.preemptions = Counter(
             "placer_preemptions_total",
             "Preemptions decided (a node nominated for a pod, its victims chosen), by profile.",

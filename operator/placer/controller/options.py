@@ -55,9 +55,10 @@ class Options:
 
     # the hot path
     max_binds_in_flight: int = 32
-    # how long a pod waits for its volumes to be bound (PV controller, provisioner) before it is
-    # sent back to the queue: kube-scheduler's VolumeBinding `bindTimeoutSeconds`
-    volume_bind_timeout: float = 600.0
+    # how long a PreBind waits for its condition (e.g. VolumeBinding: the PV controller or a
+    # provisioner binding the claims) when its plugin does not say, before the pod is sent back to
+    # the queue: kube-scheduler's VolumeBinding `bindTimeoutSeconds`
+    pre_bind_timeout: float = 600.0
 
     # reporting: events and conditions are posted by workers off the hot path
     report_workers: int = 8

@@ -1,8 +1,11 @@
-"""Carrying out a preemption the engine decided: kube-scheduler's `prepareCandidate` and its
-nominator, for the operator (`placer simulate` evicts at once; see DefaultPreemption).
+"""Carrying out a PostFilter result: kube-scheduler's preemption executor (`prepareCandidate`) and
+its nominator, for the operator (`placer simulate` evicts at once). Generic over the PostFilter
+plugin: the engine's `Preemption` (a node, its victims, the nominations it displaces) is what any
+plugin returns, and its writes are `Write`s carried out by `placer.controller.effects`, as the
+binding cycle's are.
 
-When no node fits a pod and DefaultPreemption finds a node where evicting lower-priority pods makes
-room (`Decision.preemption`), the scheduling cycle (`SchedulingLoop.cycle`):
+When no node fits a pod and a PostFilter plugin finds a node where evicting lower-priority pods
+makes room (`Decision.preemption`), the scheduling cycle (`SchedulingLoop.cycle`):
 
 1. nominates the pod to that node in the cluster at once (`ClusterState.nominate`), so the very
    next decision already holds the node's room for it against pods of its priority or lower, and
@@ -19,7 +22,8 @@ room (`Decision.preemption`), the scheduling cycle (`SchedulingLoop.cycle`):
      priority pod", kube's), then a DELETE with the victim's UID as precondition (the pod's own
      grace period applies: it holds its room until it is gone), then an events.k8s.io/v1 Event
      `Preempted` (Normal, action `Preempting`) "Preempted by NS/NAME on node NODE" on the victim,
-     `related` to the preemptor.
+     `related` to the preemptor. A victim still waiting on Permit is not deleted: its wait ends
+     (kube's `Preempt`: it goes back to the queue) and the event says `(in kube-scheduler memory).`
 
 A victim already gone (404, or 409: its UID precondition failed, a pod of that name was
 re-created) is fine. A write that fails for good (after the client's retries) leaves the
@@ -38,45 +42,46 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from placer.controller.kube import ApiError, Reply
+from placer.controller.effects import Effects, Written
 from placer.controller.state import SchedulerState
-from placer.engine.framework import ClusterEvent, Preemption
+from placer.engine.framework import STRATEGIC_MERGE_PATCH, ClusterEvent, ObjectRef, Preemption, Write
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 from placer.engine.runtime import Decision
-from placer.plugins.default_preemption import NEVER, TERMINATING
 
-__all__ = ["DISRUPTION_TARGET", "VICTIM_GONE", "Preemptions", "keeps_nomination"]
+__all__ = ["DISRUPTION_TARGET", "VICTIM_GONE", "Preemptions", "keeps_nomination", "pod_ref"]
 
 logger = logging.getLogger("placer.preemption")
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
-# The PostFilter outcomes that leave a pod's nomination as it is (kube's ModeNoop: the pod may not
-# preempt now). Any other failure of preemption clears it, as kube's `Preempt` does when it finds
-# no candidate ("Specify nominatedNodeName to clear the pod's nominatedNodeName status").
-_KEEPS = frozenset({f"preemption: {NEVER}", f"preemption: {TERMINATING}"})
 # what wakes a preemptor: one of its victims gone (every filter preemption may help lists it too)
 VICTIM_GONE = frozenset({ClusterEvent.POD_DELETE})
 
 
 def keeps_nomination(decision: Decision) -> bool:
-    """Whether an unschedulable decision leaves the pod's nomination (if any) in place."""
-    return decision.post_filter_message is None or decision.post_filter_message in _KEEPS
+    """Whether an unschedulable decision leaves the pod's nomination (if any) in place: unless the
+    PostFilter plugin's failure clears it (kube clears it when preemption finds no candidate, and
+    leaves it when the pod may not preempt now: `PostFilterPlugin.clears_nomination`)."""
+    return not decision.clears_nomination
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _with_uid(patch: dict[str, Any], uid: str) -> dict[str, Any]:
-    """A status patch that fails (422: metadata.uid is immutable) on a pod re-created under that name."""
-    if uid:
-        patch["metadata"] = {"uid": uid}
-    return patch
+def pod_ref(pod: PodInfo) -> ObjectRef:
+    return ObjectRef("v1", "Pod", "pods", pod.name, pod.namespace)
+
+
+def _status_write(pod: PodInfo, status: dict[str, Any]) -> Write:
+    """A strategic merge patch of pods/status that fails (422: metadata.uid is immutable) on a pod
+    re-created under that name; a 404 (gone) is an answer, not an error."""
+    return Write(pod_ref(pod), {"status": status}, STRATEGIC_MERGE_PATCH, subresource="status", uid=pod.uid,
+                 tolerate=frozenset({404}))
 
 
 class Preemptions:
@@ -84,6 +89,7 @@ class Preemptions:
 
     def __init__(self, state: SchedulerState) -> None:
         self.state = state
+        self.effects = Effects(state)
         self._running: dict[str, asyncio.Task[None]] = {}  # preemptor key -> its task
         self._clears: set[asyncio.Task[None]] = set()  # nominatedNodeName clears of other pods
         self._locks: dict[str, asyncio.Lock] = {}  # pod key -> one nominatedNodeName write at a time
@@ -149,7 +155,7 @@ class Preemptions:
     def _claim(self, key: str) -> Callable[[], None]:
         """Count a write of this pod's nomination as under way (synchronously: the watch's copies
         stop being followed at once); returns its release, which may be called more than once."""
-        writes = self.state.nomination_writes
+        writes = self.state.nominations.writes
         writes[key] += 1
         released = False
 
@@ -179,18 +185,11 @@ class Preemptions:
         held = self.state.cluster.nominated.get(key)
         return self.state.is_leader() and held is not None and held[1] == node
 
-    async def _call(self, what: str, pod: PodInfo, call: Awaitable[Reply]) -> Reply | None:
-        """One API call; None when it got no answer at all (after the client's retries)."""
-        try:
-            return await call
-        except ApiError as error:
-            self.state.metrics.api_errors.inc(call=what)
-            logger.warning("%s of %s: %s", what, pod.key, error)
-            return None
-
-    def _refused(self, what: str, pod: PodInfo, reply: Reply) -> None:
-        self.state.metrics.api_errors.inc(call=what)
-        logger.warning("%s of %s: HTTP %d %s", what, pod.key, reply.status, reply.message())
+    async def _write(self, write: Write, pod: PodInfo) -> Written:
+        result = await self.effects.write(write, pod.key)
+        if not result.ok and result.answered and result.status not in write.tolerate:
+            logger.warning("%s of %s: HTTP %d %s", write.call, pod.key, result.status, result.message)
+        return result
 
     # ----------------------------------------------------------------- the task
 
@@ -216,21 +215,15 @@ class Preemptions:
         state = self.state
         if not self._nominated(pod.key, node):
             return False
-        assert state.kube is not None
         condition, entry = state.reporter.condition_entry(pod, message)
-        patch = _with_uid({"status": {"nominatedNodeName": node, "conditions": [entry]}}, pod.uid)
-        reply = await self._call("patch_pod_status", pod, state.kube.patch_pod_status(pod.namespace, pod.name, patch))
-        if reply is None:
-            return True  # the nomination holds the room here all the same
-        if reply.ok:
+        result = await self._write(_status_write(pod, {"nominatedNodeName": node, "conditions": [entry]}), pod)
+        if result.ok:
             state.reporter.condition_written(pod.key, condition)
-            return True
-        if reply.status == 404:
+        elif result.status == 404:
             logger.info("preemptor %s is gone: its victims are spared", pod.key)
-            state.unnominate(pod.key)
+            state.nominations.unnominate(pod.key)
             return False
-        self._refused("patch_pod_status", pod, reply)
-        return True
+        return True  # (unwritten, the nomination holds the room here all the same)
 
     async def _evict(self, victim: PodInfo, preemptor: PodInfo, profile: Profile, node: str) -> str:
         result = await self._evict_one(victim, preemptor, profile, node)
@@ -238,11 +231,15 @@ class Preemptions:
         return result
 
     async def _evict_one(self, victim: PodInfo, preemptor: PodInfo, profile: Profile, node: str) -> str:
-        """kube's `PreemptPod`: the DisruptionTarget condition, the DELETE, the event."""
+        """kube's `PreemptPod`: the DisruptionTarget condition, the DELETE, the event (or, for a
+        victim waiting on Permit, the end of its wait)."""
         state = self.state
         if not self._nominated(preemptor.key, node):
             return "abandoned"
-        assert state.kube is not None
+        waiting = state.scheduler.waiting.get(victim.key)
+        if waiting is not None and waiting.preempt("", "preempted"):
+            state.reporter.preempted(victim, preemptor, node, profile.scheduler_name, in_memory=True)
+            return "deleted"  # (from the node: it goes back to the queue)
         condition = {
             "type": DISRUPTION_TARGET,
             "status": "True",
@@ -250,39 +247,19 @@ class Preemptions:
             "message": f"{profile.scheduler_name}: preempting to accommodate a higher priority pod",
             "lastTransitionTime": _now(),
         }
-        patch = _with_uid({"status": {"conditions": [condition]}}, victim.uid)
-        reply = await self._call(
-            "patch_pod_status", victim, state.kube.patch_pod_status(victim.namespace, victim.name, patch)
-        )
-        if reply is None:
-            return "failed"
-        if reply.status == 404:
-            return "gone"
-        if not reply.ok:
-            self._refused("patch_pod_status", victim, reply)
-            return "failed"
-        reply = await self._call("delete_pod", victim, state.kube.delete_pod(victim.namespace, victim.name, victim.uid))
-        if reply is None:
-            return "failed"
-        if reply.ok:
-            result = "deleted"
-        elif reply.status in (404, 409):  # gone already (409: the UID precondition, re-created since)
-            result = "gone"
-        else:
-            self._refused("delete_pod", victim, reply)
+        result = await self._write(_status_write(victim, {"conditions": [condition]}), victim)
+        if not result.ok:
+            return "gone" if result.status == 404 else "failed"
+        delete = Write(pod_ref(victim), delete=True, uid=victim.uid, tolerate=frozenset({404, 409}))
+        result = await self._write(delete, victim)
+        if not result.ok and result.status not in (404, 409):  # (409: the UID precondition, re-created)
             return "failed"
         state.reporter.preempted(victim, preemptor, node, profile.scheduler_name)
-        return result
+        return "deleted" if result.ok else "gone"
 
     async def _clear(self, pod: PodInfo, release: Callable[[], None]) -> None:
         state = self.state
         async with self._writing(pod.key, release):
             if not state.is_leader() or pod.key in state.cluster.nominated:
                 return  # nominated again meanwhile: that preemption writes its own node
-            assert state.kube is not None
-            patch = _with_uid({"status": {"nominatedNodeName": None}}, pod.uid)
-            call = state.kube.patch_pod_status(pod.namespace, pod.name, patch)
-            reply = await self._call("patch_pod_status", pod, call)
-            if reply is not None and not reply.ok and reply.status != 404:
-                self._refused("patch_pod_status", pod, reply)
-
+            await self._write(_status_write(pod, {"nominatedNodeName": None}), pod)

@@ -193,9 +193,14 @@ class Reporter:
             if not self._submit(lambda: self._patch_series(pod.namespace, series)):
                 series.busy = False
 
-    def preempted(self, victim: PodInfo, preemptor: PodInfo, node: str, scheduler_name: str) -> None:
-        """A victim deleted to make room for `preemptor` on `node` (kube's `Preempted` event)."""
+    def preempted(
+        self, victim: PodInfo, preemptor: PodInfo, node: str, scheduler_name: str, *, in_memory: bool = False
+    ) -> None:
+        """A victim deleted to make room for `preemptor` on `node` (kube's `Preempted` event); or,
+        `in_memory`, one whose wait on Permit was ended instead (it was not bound yet)."""
         note = f"Preempted by {preemptor.namespace}/{preemptor.name} on node {node}"
+        if in_memory:
+            note += " (in kube-scheduler memory)."
         event = self._event(victim, scheduler_name, "Preempted", "Preempting", "Normal", note, _event_name(victim.name))
         event["related"] = _reference(preemptor, version=False)
         self._submit(lambda: self._create(victim.namespace, event, None))

@@ -56,10 +56,19 @@ class Catalog:
         self.revision = 0  # moves on every change of any kind
         # assumed objects: (kind, namespace, name) -> the API server's version under the assumption
         self._assumed: dict[tuple[str, str, str], Any] = {}
+        self._observers: dict[str, list[Callable[[str, str, Any, Any], None]]] = {}
 
-    def _changed(self, kind: str) -> None:
+    def _changed(self, kind: str, namespace: str = "", name: str = "", old: Any = None, new: Any = None) -> None:
         self._versions[kind] = self.version(kind) + 1
         self.revision += 1
+        for observer in self._observers.get(kind, ()):
+            observer(namespace, name, old, new)
+
+    def observe(self, kind: str, observer: Callable[[str, str, Any, Any], None]) -> None:
+        """Call `observer(namespace, name, old, new)` on every change of what the catalog shows of an
+        object of `kind` (None: absent), for indexes kept in step instead of rebuilt from every object
+        (DynamicResources' allocated devices)."""
+        self._observers.setdefault(kind, []).append(observer)
 
     def version(self, kind: str) -> int:
         """Moves on every change of that kind: what a plugin derives from it is valid while it stays."""
@@ -77,10 +86,11 @@ class Catalog:
                 return False
             del self._assumed[slot]
         names = self._objects.setdefault(kind, {}).setdefault(namespace, {})
-        if names.get(name) == value:
+        old = names.get(name)
+        if old == value:
             return False
         names[name] = value
-        self._changed(kind)
+        self._changed(kind, namespace, name, old, value)
         return True
 
     def remove(self, kind: str, namespace: str, name: str) -> Any | None:
@@ -91,7 +101,7 @@ class Catalog:
         value = names.pop(name)
         if not names:
             del self._objects[kind][namespace]
-        self._changed(kind)
+        self._changed(kind, namespace, name, value, None)
         return value
 
     def assume(self, kind: str, namespace: str, name: str, value: Any) -> None:
@@ -103,14 +113,15 @@ class Catalog:
             raise KeyError(f"{kind} {namespace}/{name} is not in the catalog")
         self._assumed.setdefault(slot, current)
         self._objects[kind][namespace][name] = value
-        self._changed(kind)
+        self._changed(kind, namespace, name, current, value)
 
     def restore(self, kind: str, namespace: str, name: str) -> None:
         """Drop an assumption: the API server's copy is shown again."""
         base = self._assumed.pop((kind, namespace, name), None)
         if base is not None:
+            shown = self._objects[kind][namespace][name]
             self._objects[kind][namespace][name] = base
-            self._changed(kind)
+            self._changed(kind, namespace, name, shown, base)
 
     def assumed(self, kind: str, name: str, namespace: str = "") -> bool:
         return (kind, namespace, name) in self._assumed

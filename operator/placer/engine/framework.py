@@ -1,9 +1,22 @@
 """The plugin interfaces, in one place, after kube-scheduler's `framework/interface.go`.
 
 A plugin is a class with a `name`, an `Args` model (pydantic, validated when a profile is
-loaded) and one or both of the extension points below. Plugins work on whole columns: a filter
+loaded) and one or more of the extension points below. Plugins work on whole columns: a filter
 returns a boolean mask over every node slot, a score returns one value per candidate slot. They
 never see the queue or the API server; the runtime (`placer.engine.runtime`) calls them.
+
+The two cycles, as kube-scheduler's (docs/binding-cycle.md has the picture):
+
+- the scheduling cycle: PreFilter, Filter, PostFilter (`PostFilterPlugin`, e.g. preemption), Score,
+  Reserve (`ReservePlugin`), Permit (`PermitPlugin`: allow, reject, or wait, held in `WaitingPods`);
+- the binding cycle: WaitOnPermit, PreBind (`PreBindPlugin`), Bind, PostBind (`PostBindPlugin`), and
+  Unreserve on any failure.
+
+The binding points run for every plugin of a profile that implements them, whichever list names it
+(filters, scores, postFilters). Plugins stay pure there too: a PreBind says *what* must be written
+(`Write`: a patch or delete of any object, with a resourceVersion or UID precondition, and how to
+undo it) and what to wait for (`WaitFor`: a predicate over the watch-fed cluster), and the operator
+(`placer.controller.effects`, `placer.controller.binding`) carries it out.
 
 Adding a plugin: write `placer/plugins/<name>.py` with the class and its docstring (what it
 does, its args, an example profile), a `<name>_test.py` beside it, and its entry point in the
@@ -13,11 +26,12 @@ group `placer.plugins` of pyproject.toml (`Name = module:Class`), as any plugin 
 
 from __future__ import annotations
 
+import enum
 import weakref
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -27,21 +41,39 @@ from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.objects import PodInfo
 
 __all__ = [
+    "ALLOW",
+    "JSON_PATCH",
     "MAX_NODE_SCORE",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "BindingPoints",
     "ClusterEvent",
     "CycleMemo",
     "FilterPlugin",
     "NoArgs",
+    "ObjectRef",
+    "Permit",
+    "PermitCode",
+    "PermitPlugin",
     "Plugin",
     "PluginArgs",
+    "PostBindPlugin",
     "PostFilterContext",
     "PostFilterPlugin",
+    "PreBind",
+    "PreBindError",
+    "PreBindPlugin",
     "Preemption",
     "ReservePlugin",
     "ScorePlugin",
     "StaticCache",
+    "WaitFor",
+    "WaitingPod",
+    "WaitingPods",
+    "Write",
     "default_normalize",
     "fit_error_message",
+    "go_duration",
     "minmax_normalize",
 ]
 
@@ -192,6 +224,12 @@ class PostFilterPlugin(Plugin[ArgsT]):
         """A nomination, or why there is none: the sentence kube's FitError ends with
         (DefaultPreemption's `preemption: 0/5 nodes are available: ...`)."""
 
+    def clears_nomination(self, message: str) -> bool:
+        """Whether a failure (`post_filter`'s message) drops the pod's nomination, if it has one
+        (kube's PostFilterResult nominating nobody), rather than leave it as it is (kube's ModeNoop,
+        e.g. a pod that may not preempt now)."""
+        return True
+
 
 class ScorePlugin(Plugin[ArgsT]):
     """Ranks the feasible nodes; the runtime multiplies by the profile's weight."""
@@ -207,6 +245,326 @@ class ScorePlugin(Plugin[ArgsT]):
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         """Map raw scores onto 0..100; the default is for scores computed in that range."""
         return raw.astype(np.int64, copy=False)
+
+
+# ----------------------------------------------------------------- Permit
+
+
+class PermitCode(enum.Enum):
+    ALLOW = "allow"
+    WAIT = "wait"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """A PermitPlugin's answer for a pod on its node (kube's Permit status and timeout)."""
+
+    code: PermitCode = PermitCode.ALLOW
+    #: why it was rejected (one of kube's FitError reasons: `0/1 nodes are available: 1 <it>.`)
+    message: str = ""
+    #: how long a WAIT may last, in seconds (kube caps it at 15 minutes); then the pod is rejected
+    timeout: float = 0.0
+    #: the plugin that rejected (set by the runtime)
+    plugin: str = ""
+    #: a rejection that is no verdict on the pod (kube's Preempt of a waiting pod): it is retried
+    #: with backoff rather than reported unschedulable
+    error: bool = False
+
+    @classmethod
+    def wait(cls, timeout: float) -> Permit:
+        return cls(PermitCode.WAIT, timeout=timeout)
+
+    @classmethod
+    def reject(cls, message: str) -> Permit:
+        return cls(PermitCode.REJECT, message)
+
+    @property
+    def allowed(self) -> bool:
+        return self.code is PermitCode.ALLOW
+
+
+ALLOW = Permit()
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's `time.Duration.String` prints it (`10s`, `1m30s`, `500ms`), for kube's
+    messages that quote one."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    sign, nanos = ("-", -nanos) if nanos < 0 else ("", nanos)
+    if nanos < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanos >= size:
+                return sign + _trim(nanos / size) + unit
+    hours, rest = divmod(nanos, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _trim(rest / 1e9) + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{text}"
+    return f"{sign}{minutes}m{text}" if minutes else sign + text
+
+
+def _trim(value: float) -> str:
+    return f"{value:.9f}".rstrip("0").rstrip(".")
+
+
+class WaitingPod:
+    """A pod a PermitPlugin made wait (kube's `waitingPod`): assumed on its node, its binding held
+    until every plugin in `pending` allows it, one rejects it, or the first wait times out."""
+
+    __slots__ = ("node", "on_done", "outcome", "pending", "pod")
+
+    def __init__(self, pod: PodInfo, node: str, pending: Mapping[str, float]) -> None:
+        self.pod = pod
+        self.node = node
+        #: plugin name -> how long it lets the pod wait (seconds, from when the wait began)
+        self.pending: dict[str, float] = dict(pending)
+        self.outcome: Permit | None = None  # set once: allowed or rejected
+        #: called once when the outcome is set (the operator wakes the pod's binding cycle)
+        self.on_done: Callable[[], None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def allow(self, plugin: str) -> None:
+        """`plugin` lets the pod go; it is bound once no plugin holds it any more."""
+        if self.outcome is None:
+            self.pending.pop(plugin, None)
+            if not self.pending:
+                self._finish(ALLOW)
+
+    def reject(self, plugin: str, message: str) -> bool:
+        """The pod is unschedulable (after `message`); False when it was decided already."""
+        return self._finish(Permit(PermitCode.REJECT, message, plugin=plugin))
+
+    def preempt(self, plugin: str, message: str) -> bool:
+        """The pod is sent back to the queue, not unschedulable (kube's `Preempt`, e.g. a victim)."""
+        return self._finish(Permit(PermitCode.REJECT, message, plugin=plugin, error=True))
+
+    def time_out(self) -> bool:
+        """The earliest wait still pending is over: kube's timer rejects the pod."""
+        if not self.pending:
+            return False
+        plugin, timeout = min(self.pending.items(), key=lambda item: item[1])
+        return self.reject(plugin, f"rejected due to timeout after waiting {go_duration(timeout)} at plugin {plugin}")
+
+    def deadline(self, started: float) -> float:
+        """When the earliest pending wait ends, for a wait that began at `started`."""
+        return started + min(self.pending.values(), default=0.0)
+
+    def _finish(self, outcome: Permit) -> bool:
+        if self.outcome is not None:
+            return False
+        self.outcome = outcome
+        if self.on_done is not None:
+            self.on_done()
+        return True
+
+
+class WaitingPods:
+    """The pods waiting on Permit, by pod key (kube's `waitingPodsMap`): a PermitPlugin allows or
+    rejects them from its `permit` of another pod or its `pod_updated`."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, WaitingPod] = {}
+
+    def get(self, key: str) -> WaitingPod | None:
+        return self._pods.get(key)
+
+    def __iter__(self) -> Iterator[WaitingPod]:
+        return iter(list(self._pods.values()))
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pods
+
+    def add(self, waiting: WaitingPod) -> None:
+        self._pods[waiting.pod.key] = waiting
+
+    def remove(self, key: str) -> WaitingPod | None:
+        return self._pods.pop(key, None)
+
+    def waiting_on(self, plugin: str) -> list[WaitingPod]:
+        """The undecided pods `plugin` still holds."""
+        return [w for w in self._pods.values() if w.outcome is None and plugin in w.pending]
+
+
+class PermitPlugin(Plugin[ArgsT]):
+    """Decides whether a pod placed and reserved may be bound now (kube's Permit): allow, reject
+    (the pod is unschedulable), or wait — e.g. until the rest of its group is placed. A waiting pod
+    holds its node's room but no bind slot; another pod's `permit`, or `pod_updated`, releases it
+    (`WaitingPod.allow`) or rejects it; its timeout rejects it too."""
+
+    #: cluster events that may let a pod this plugin rejected go (as FilterPlugin.events)
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.POD})
+
+    @abstractmethod
+    def permit(self, pod: PodInfo, cluster: ClusterState, node: str, waiting: WaitingPods) -> Permit:
+        """Whether `pod`, reserved on `node`, may be bound: `ALLOW`, `Permit.wait(timeout)` or
+        `Permit.reject(message)`. `waiting` holds the pods waiting now (of every plugin)."""
+
+    def pod_updated(self, pod: PodInfo, cluster: ClusterState, waiting: WaitingPods) -> None:
+        """A newer version of a pod came from the watch (any pod: a waiting one, or another) while
+        this plugin holds pods: allow or reject those it holds. (A waiting pod deleted is rejected
+        by the runtime.)"""
+
+    def unpermit(self, pod: PodInfo, cluster: ClusterState, waiting: WaitingPods) -> None:
+        """The pod will not be bound after all (rejected, timed out, or a later step of its binding
+        failed): undo what `permit` counted, e.g. reject the rest of its group."""
+
+
+# ----------------------------------------------------------------- PreBind and PostBind
+
+MERGE_PATCH = "merge"  # application/merge-patch+json (RFC 7386)
+JSON_PATCH = "json"  # application/json-patch+json (RFC 6902)
+STRATEGIC_MERGE_PATCH = "strategic"  # built-in kinds only
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """An API object of any kind: group/version, kind and resource (plural), namespace, name."""
+
+    api_version: str  # "v1", "resource.k8s.io/v1"
+    kind: str  # "PersistentVolumeClaim"
+    resource: str  # "persistentvolumeclaims"
+    name: str
+    namespace: str = ""  # "" for a cluster-scoped kind
+
+    def path(self, subresource: str = "") -> str:
+        base = f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
+        scope = f"/namespaces/{self.namespace}" if self.namespace else ""
+        return f"{base}{scope}/{self.resource}/{self.name}" + (f"/{subresource}" if subresource else "")
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One change to an API object, for the operator to make (a PATCH, or a DELETE): the data of
+    kube's PreBind and preemption calls, with their preconditions."""
+
+    target: ObjectRef
+    #: a merge patch (mapping), a JSON patch (list of operations) or a strategic merge patch
+    patch: Any = None
+    patch_type: str = MERGE_PATCH
+    subresource: str = ""  # "status": the status subresource
+    #: preconditions: the object must still be at this resourceVersion (a 409 if it changed since),
+    #: and be this incarnation (UID: a re-created object of that name is never written)
+    resource_version: str = ""
+    uid: str = ""
+    delete: bool = False  # a DELETE (the UID its precondition) rather than a PATCH
+    #: on a 409, whether the object (as a GET returns it) already holds what this write makes (an
+    #: earlier attempt of ours landed): then it counts as written
+    landed: Callable[[Mapping[str, Any]], bool] | None = None
+    #: when the binding fails after this write landed: given the object as a GET returns it, the
+    #: write that undoes it (None: nothing to undo); sent with that GET's resourceVersion as its
+    #: precondition, read again and retried on a 409
+    undo: Callable[[Mapping[str, Any]], Write | None] | None = None
+    #: HTTP statuses that are an answer, not an error (e.g. 404: the object is gone already)
+    tolerate: frozenset[int] = frozenset()
+    retries: int | None = None  # the client's default when None
+
+    def body(self) -> Any:
+        """The request body: the patch with the preconditions in it (a merge patch's
+        `metadata.resourceVersion`/`uid`, a JSON patch's `test` operations), or DeleteOptions."""
+        if self.delete:
+            body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+            conditions = {k: v for k, v in (("uid", self.uid), ("resourceVersion", self.resource_version)) if v}
+            if conditions:
+                body["preconditions"] = conditions
+            return body
+        if self.patch_type == JSON_PATCH:  # (a `replace` of the resourceVersion: a 409 when it moved)
+            checks = [{"op": "test", "path": "/metadata/uid", "value": self.uid}] if self.uid else []
+            if self.resource_version:
+                checks.append({"op": "replace", "path": "/metadata/resourceVersion", "value": self.resource_version})
+            return [*checks, *(self.patch or [])]
+        if not (self.resource_version or self.uid):
+            return self.patch
+        patch = dict(self.patch or {})
+        meta = dict(patch.get("metadata") or {})
+        if self.resource_version:
+            meta["resourceVersion"] = self.resource_version
+        if self.uid:
+            meta["uid"] = self.uid
+        patch["metadata"] = meta
+        return patch
+
+    @property
+    def call(self) -> str:
+        """The name the operator's `placer_api_errors_total{call}` gives it (`patch_pod_status`)."""
+        verb = "delete" if self.delete else "patch"
+        return f"{verb}_{self.target.kind.lower()}" + (f"_{self.subresource}" if self.subresource else "")
+
+
+class PreBindError(Exception):
+    """Raised by a `WaitFor.check` when the wait cannot succeed any more (kube's PreBind error):
+    its message is the plugin's part of the FailedScheduling note."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitFor:
+    """Wait, after the writes, until `check` holds on the cluster the watches feed (never by polling
+    the API server): it runs at every one of `events` (ClusterEvent names, catalog kinds) and once
+    a second; True ends the wait, False keeps waiting, `PreBindError` fails it now."""
+
+    #: (cluster, what the writes made: target -> the resourceVersion they left it at) -> done
+    check: Callable[[ClusterState, Mapping[ObjectRef, str]], bool]
+    events: frozenset[str]
+    timeout: float | None = None  # seconds; None: the operator's default (kube's bindTimeoutSeconds)
+    timeout_message: str = "timed out waiting for the condition"  # kube's wait.ErrWaitTimeout
+
+
+@dataclass(frozen=True, slots=True)
+class PreBind:
+    """What a PreBindPlugin needs done before the pod is bound: writes in order, then a wait. Any
+    failure undoes the writes that landed (their `undo`), latest first."""
+
+    writes: tuple[Write, ...] = ()
+    wait: WaitFor | None = None
+
+
+class PreBindPlugin(Plugin[ArgsT]):
+    """Makes what the pod needs exist before it is bound (kube's PreBind): e.g. VolumeBinding binds
+    the volumes it reserved. Failures are reported as `running PreBind plugin "<name>": <message>`
+    and the pod goes back to the queue, woken by `events`."""
+
+    #: cluster events that may let a pod whose PreBind failed go (its backoff wake-ups)
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE})
+    #: the operator's metrics for this plugin's PreBinds, if any: `placer_<metric>_total{result}`
+    #: and `placer_<metric>_waiting` (their families are declared in `placer.controller.metrics`)
+    metric: ClassVar[str] = ""
+
+    @abstractmethod
+    def pre_bind(self, pod: PodInfo, cluster: ClusterState, node: str, reservation: Any) -> PreBind | None:
+        """What to write and wait for before binding `pod` to `node` (`reservation`: what this
+        plugin's `reserve` returned, if it is a ReservePlugin); None when there is nothing to do
+        (kube's PreBindPreFlight Skip: the pod is bound at once)."""
+
+
+class PostBindPlugin(Plugin[ArgsT]):
+    """Told that a pod was bound (kube's PostBind: informational, it cannot fail the binding)."""
+
+    @abstractmethod
+    def post_bind(self, pod: PodInfo, cluster: ClusterState, node: str) -> Sequence[Write]:
+        """Writes to make now, best effort (failures are logged and counted, nothing is undone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BindingPoints:
+    """A profile's plugins at each binding-cycle point, in profile order (filters, scores,
+    postFilters; a plugin named in two lists counts once, with its first instance)."""
+
+    reserves: tuple[ReservePlugin, ...] = ()
+    permits: tuple[PermitPlugin, ...] = ()
+    pre_binds: tuple[PreBindPlugin, ...] = ()
+    post_binds: tuple[PostBindPlugin, ...] = ()
+    by_name: Mapping[str, Plugin] = field(default_factory=dict)
 
 
 def fit_error_message(all_nodes: int, reasons: Counter[str], pod_reason: str | None = None) -> str:

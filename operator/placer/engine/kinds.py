@@ -9,9 +9,15 @@ Each value is immutable and carries its `namespace` ("" for cluster-scoped kinds
   constraints (kube's `helper.DefaultSelector`).
 - PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode: for the volume plugins
   (`placer.engine.storage`).
+- DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate (`resource.k8s.io/v1`): Dynamic
+  Resource Allocation (`placer.engine.devices`), for DynamicResources.
 - PodDisruptionBudget: which pods preemption would rather spare; PriorityClass: the priority of a
   pod that names one but carries no `spec.priority` (a hand-written pod; the API server's admission
   fills it in), as `resolve_priority` does.
+
+PodGroups (gang scheduling, `placer.engine.groups.GROUP_KINDS`) are catalog kinds too, but not in
+`KINDS`: which upstream version to watch is the API server's to say (discovery), and two APIs name
+their kind PodGroup; `document_kind` finds them in `--cluster` files.
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placer.engine.catalog import Catalog, Kind
+from placer.engine.devices import (
+    parse_claim_template,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
 from placer.engine.fields import FieldError, section
+from placer.engine.groups import group_kind
 from placer.engine.labels import LabelSelector, parse_label_selector
 from placer.engine.objects import ObjectError, PodInfo, object_meta
 from placer.engine.storage import parse_claim, parse_csinode, parse_storage_class, parse_volume
@@ -35,6 +48,7 @@ __all__ = [
     "ServiceInfo",
     "WorkloadInfo",
     "delete_object",
+    "document_kind",
     "resolve_priority",
     "upsert_object",
 ]
@@ -175,8 +189,21 @@ KINDS: tuple[Kind, ...] = (
     Kind("CSINode", "storage.k8s.io/v1", "csinodes", False, parse_csinode),
     Kind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True, parse_pdb),
     Kind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False, parse_priority_class),
+    Kind("DeviceClass", "resource.k8s.io/v1", "deviceclasses", False, parse_device_class),
+    Kind("ResourceSlice", "resource.k8s.io/v1", "resourceslices", False, parse_resource_slice),
+    Kind("ResourceClaim", "resource.k8s.io/v1", "resourceclaims", True, parse_resource_claim),
+    Kind("ResourceClaimTemplate", "resource.k8s.io/v1", "resourceclaimtemplates", True, parse_claim_template),
 )
 KINDS_BY_NAME: dict[str, Kind] = {kind.name: kind for kind in KINDS}
+
+
+def document_kind(obj: Mapping[str, Any]) -> Kind | None:
+    """The catalog kind of a document (a `--cluster` file's): by its kind, and for a PodGroup by its
+    apiVersion too (`placer.engine.groups.GROUP_KINDS`: two APIs share the name); None when unknown."""
+    kind = obj.get("kind")
+    if kind == "PodGroup":
+        return group_kind(obj.get("apiVersion"), kind)
+    return KINDS_BY_NAME.get(kind) if isinstance(kind, str) else None
 
 
 def upsert_object(catalog: Catalog, kind: Kind, raw: Mapping[str, Any]) -> bool:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placer.engine.fields import FieldError, is_mapping, mapping, section, sequence
+from placer.engine.node_features import required_features
+from placer.engine.pod_claims import NO_CLAIMS, PodClaim, parse_pod_claims
 from placer.engine.quantity import QuantityError, to_milli, to_units
 from placer.engine.relations import (
     NONE,
@@ -50,6 +52,7 @@ __all__ = [
 # kube-scheduler scores a container without cpu/memory requests as if it asked for these.
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+DEFAULT_REQUESTS = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SUPPORTED_EFFECTS = 'supported values: "NoExecute", "NoSchedule", "PreferNoSchedule"'
@@ -92,14 +95,16 @@ class Toleration:
     effect: str = ""
 
     def tolerates(self, taint: Taint) -> bool:
-        """kube's `Toleration.ToleratesTaint`."""
+        """kube's `Toleration.ToleratesTaint`. The numeric operators Gt and Lt (v1.35+) tolerate
+        nothing: kube-scheduler v1.36 compares them only behind its TaintTolerationComparisonOperators
+        gate, alpha and off by default."""
         if self.effect and self.effect != taint.effect:
             return False
         if self.key and self.key != taint.key:
             return False
         if self.operator == "Exists":
             return True
-        return self.value == taint.value
+        return self.operator == "Equal" and self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,23 +143,38 @@ class PodInfo:
     created: float = 0.0
     phase: str = ""
     deleting: bool = False
+    # what the pod holds on its node (kube's PodInfo.CalculateResource: pod-level requests, and the
+    # larger of spec and status while an in-place resize is under way)
     requests: dict[str, int] = field(default_factory=dict)
-    # cpu and memory with kube-scheduler's defaults for containers that request none
+    # what it asks for from its spec alone (kube's PreFilter), only where that differs from `requests`
+    spec_requests: dict[str, int] | None = None
+    # cpu and memory with kube-scheduler's defaults for containers that request none: as counted on
+    # a node (NonZeroRequested), and as the incoming pod's score request (resource_allocation.go),
+    # which differ only for pods with pod-level requests
     nonzero_cpu: int = 0
     nonzero_memory: int = 0
+    score_cpu: int = 0
+    score_memory: int = 0
     host_ports: tuple[tuple[str, str, int], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     node_selector: dict[str, str] = field(default_factory=dict)
     required_terms: tuple[NodeSelectorTerm, ...] | None = None
     preferred_terms: tuple[tuple[int, NodeSelectorTerm], ...] = ()
-    images: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()  # containers' and init containers' images, then `image` volumes'
     container_count: int = 0
+    # node features the pod needs in `status.declaredFeatures` (placer.engine.node_features), sorted
+    required_features: tuple[str, ...] = ()
     # inter-pod (anti-)affinity terms (placer.engine.relations), NONE for pods without any
     relations: PodRelations = NONE
     spread_constraints: tuple[SpreadConstraint, ...] = ()
     controller: ControllerRef | None = None
     # claims, inline disks and inline CSI volumes (placer.engine.volumes), NO_VOLUMES for most pods
     volumes: PodVolumes = NO_VOLUMES
+    # spec.resourceClaims with their status entries (placer.engine.pod_claims), NO_CLAIMS for most pods
+    resource_claims: tuple[PodClaim, ...] = NO_CLAIMS
+    # spec.schedulingGroup.podGroupName: the `scheduling.k8s.io` PodGroup the pod belongs to
+    # (placer.engine.groups), "" for most pods
+    pod_group_name: str = ""
     error: str | None = None
     resource_version: str = ""
 
@@ -166,6 +186,11 @@ class PodInfo:
     def terminal(self) -> bool:
         """Succeeded and Failed pods hold no resources, as in kube-scheduler's cache."""
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def fit_requests(self) -> dict[str, int]:
+        """The requests NodeResourcesFit checks for this pod as the one being placed."""
+        return self.requests if self.spec_requests is None else self.spec_requests
 
 
 @dataclass(slots=True)
@@ -182,6 +207,8 @@ class NodeInfo:
     # metadata.annotations, for plugins that read them (plugin packages): a copy of the object's
     # map, compared with the rest, so an annotation change is a node update as in kube-scheduler
     annotations: dict[str, str] = field(default_factory=dict)
+    # status.declaredFeatures: what the kubelet implements (NodeDeclaredFeatures)
+    declared_features: frozenset[str] = frozenset()
 
 
 def object_meta(obj: Mapping[str, Any], kind: str, namespaced: bool) -> tuple[str, str, Mapping[str, Any]]:
@@ -248,16 +275,18 @@ def _resource_list(value: Any, path: str) -> dict[str, int]:
     return result
 
 
-def _container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
+def _container_resources(container: Mapping[str, Any], path: str) -> tuple[dict[str, int], dict[str, int]]:
+    """(requests, limits) of a container; a missing request defaults to its limit, as the API
+    server's defaulting does (hand-written pods get the same)."""
     resources = mapping(container.get("resources"), f"{path}.resources")
     requests = _resource_list(resources.get("requests"), f"{path}.resources.requests")
-    limits = resources.get("limits")
-    if limits is None:
-        return requests
-    # The API server defaults a missing request to its limit; do the same for hand-written pods.
-    for name, amount in _resource_list(limits, f"{path}.resources.limits").items():
+    raw_limits = resources.get("limits")
+    if raw_limits is None:
+        return requests, {}
+    limits = _resource_list(raw_limits, f"{path}.resources.limits")
+    for name, amount in limits.items():
         requests.setdefault(name, amount)
-    return requests
+    return requests, limits
 
 
 def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
@@ -266,34 +295,207 @@ def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
 
 
 def _maximise(total: dict[str, int], other: Mapping[str, int]) -> None:
+    """kube's maxResourceList: a resource `total` lacks is taken over, even at zero."""
     for name, amount in other.items():
-        if amount > total.get(name, 0):
+        if name not in total or amount > total[name]:
             total[name] = amount
 
 
-def _pod_requests(
-    containers: list[dict[str, int]],
-    init_containers: list[tuple[dict[str, int], bool]],
-    overhead: Mapping[str, int],
-) -> dict[str, int]:
-    """kube's `resourcehelper.PodRequests`: containers, then init containers (sidecars), overhead."""
+def is_supported_pod_level_resource(name: str) -> bool:
+    """kube's `IsSupportedPodLevelResource`: cpu, memory and huge pages may be set at pod level."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+# A container's status as an in-place resize reads it: (status.resources.requests — what runs —,
+# status.allocatedResources — what the node granted), for statuses that report `resources`.
+ContainerStatus = tuple[dict[str, int], dict[str, int]]
+
+
+@dataclass(slots=True)
+class _Containers:
+    """A pod's containers as the request formulas read them (names for their statuses)."""
+
+    regular: list[tuple[str, dict[str, int]]]
+    init: list[tuple[str, dict[str, int], bool]]  # (name, requests, restartable: a sidecar)
+    overhead: dict[str, int]
+    pod_level: dict[str, int]  # the pod-level requests kube counts (supported resources only)
+    statuses: dict[str, ContainerStatus] | None = None  # by container name
+    pod_status: ContainerStatus | None = None  # status.resources / status.allocatedResources
+    infeasible: bool = False  # a PodResizePending condition with reason Infeasible
+
+
+def _effective(spec: Mapping[str, int], status: ContainerStatus, infeasible: bool) -> dict[str, int]:
+    """kube's `determineEffectiveRequests`: per resource the largest of the spec, what runs and what
+    is allocated; while a resize is Infeasible, of what runs and what is allocated alone."""
+    actuated, allocated = status
+    result = {} if infeasible else dict(spec)
+    _maximise(result, actuated)
+    _maximise(result, allocated)
+    return result
+
+
+def _aggregate(pod: _Containers, use_status: bool, non_missing: Mapping[str, int] | None) -> dict[str, int]:
+    """kube's `AggregateContainerRequests` (KEP-753): containers and sidecars add up; each init
+    container needs its requests plus the sidecars started before it; the pod needs the larger.
+    With `use_status`, a container (or sidecar) whose status reports resources counts its effective
+    requests; `non_missing` fills each container's missing requests (NonMissingContainerRequests)."""
+    statuses = pod.statuses if use_status else None
     total: dict[str, int] = {}
-    for requests in containers:
+    for name, requests in pod.regular:
+        if statuses is not None and name in statuses:
+            requests = _effective(requests, statuses[name], pod.infeasible)
+        if non_missing:
+            requests = {**non_missing, **requests}
         _add(total, requests)
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for requests, restartable in init_containers:
+    for name, requests, restartable in pod.init:
+        if restartable and statuses is not None and name in statuses:
+            requests = _effective(requests, statuses[name], pod.infeasible)
+        if non_missing:
+            requests = {**non_missing, **requests}
         if restartable:
             _add(total, requests)
             _add(sidecars, requests)
-            effective = dict(sidecars)
+            _maximise(init_peak, sidecars)
         else:
-            effective = dict(requests)
-            _add(effective, sidecars)
-        _maximise(init_peak, effective)
+            running = dict(requests)
+            _add(running, sidecars)
+            _maximise(init_peak, running)
     _maximise(total, init_peak)
-    _add(total, overhead)
     return total
+
+
+def _pod_requests(pod: _Containers, use_status: bool, non_missing: Mapping[str, int] | None = None) -> dict[str, int]:
+    """kube's `resourcehelper.PodRequests` as v1.36's scheduler calls it (PodLevelResources and
+    InPlacePodLevelResourcesVerticalScaling on): the containers' total, pod-level requests in place
+    of it for the resources they set, then overhead."""
+    total = _aggregate(pod, use_status, non_missing)
+    if pod.pod_level:
+        effective = None
+        if use_status and pod.pod_status is not None:
+            effective = _effective(pod.pod_level, pod.pod_status, pod.infeasible)
+        for name, amount in pod.pod_level.items():
+            total[name] = amount if effective is None else effective.get(name, 0)
+    _add(total, pod.overhead)
+    total.pop("pods", None)
+    return total
+
+
+def _default_pod_level(
+    raw: Any, regular: list[tuple[str, dict[str, int]]], init: list[tuple[str, dict[str, int], bool]],
+    limits: tuple[list[dict[str, int]], list[tuple[dict[str, int], bool]]],
+) -> dict[str, int]:
+    """`spec.resources` as the API server leaves it (v1.36 `defaultHugePagePodLimits`,
+    `defaultPodRequests`): with pod-level limits, a missing pod-level request is the containers'
+    total for cpu and memory where they request it, else the pod-level limit. Returns the pod-level
+    requests kube counts (supported resources only); {} when there are none."""
+    resources = mapping(raw, "spec.resources")
+    requests = _resource_list(resources.get("requests"), "spec.resources.requests")
+    pod_limits = _resource_list(resources.get("limits"), "spec.resources.limits")
+    if pod_limits or requests:
+        container_limits = _aggregate(
+            _Containers([("", c) for c in limits[0]], [("", c, r) for c, r in limits[1]], {}, {}), False, None
+        )
+        for name, amount in container_limits.items():
+            if name.startswith("hugepages-") and name not in requests:
+                pod_limits.setdefault(name, amount)
+    if pod_limits:
+        container_requests = _aggregate(_Containers(regular, init, {}, {}), False, None)
+        for name, amount in container_requests.items():
+            if name in ("cpu", "memory"):
+                requests.setdefault(name, amount)
+        for name, amount in pod_limits.items():
+            if is_supported_pod_level_resource(name):
+                requests.setdefault(name, amount)
+    return {name: amount for name, amount in requests.items() if is_supported_pod_level_resource(name)}
+
+
+def _container_name(container: Mapping[str, Any]) -> str:
+    name = container.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _status_resources(raw: Any, path: str) -> ContainerStatus | None:
+    """(resources.requests, allocatedResources) of a container status, None without `resources`."""
+    status = mapping(raw, path)
+    resources = status.get("resources")
+    if resources is None:
+        return None
+    actuated = _resource_list(mapping(resources, f"{path}.resources").get("requests"), f"{path}.resources.requests")
+    return actuated, _resource_list(status.get("allocatedResources"), f"{path}.allocatedResources")
+
+
+def _resize_status(pod: _Containers, status: Mapping[str, Any]) -> None:
+    """Read what an in-place resize needs from the pod's status (kube's UseStatusResources)."""
+    statuses: dict[str, ContainerStatus] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        raw_statuses = status.get(key)
+        if raw_statuses is None:
+            continue
+        for i, raw in enumerate(sequence(raw_statuses, f"status.{key}")):
+            item = mapping(raw, f"status.{key}[{i}]")
+            found = _status_resources(item, f"status.{key}[{i}]")
+            name = item.get("name")
+            if found is not None and isinstance(name, str):
+                statuses[name] = found
+    pod_status = _status_resources(status, "status") if pod.pod_level else None
+    if not statuses and pod_status is None:
+        return
+    for condition in sequence(status.get("conditions"), "status.conditions"):
+        if is_mapping(condition) and condition.get("type") == "PodResizePending":
+            pod.infeasible = condition.get("reason") == "Infeasible"  # kube reads the first one
+            break
+    if not pod.infeasible:
+        # the usual running pod: its status repeats its spec, which then stands alone (and the
+        # requests are computed once, as for a pod without status)
+        specs = dict(pod.regular)
+        specs.update((name, requests) for name, requests, restartable in pod.init if restartable)
+        statuses = {name: found for name, found in statuses.items()
+                    if name in specs and _effective(specs[name], found, False) != specs[name]}
+        if pod_status is not None and _effective(pod.pod_level, pod_status, False) == pod.pod_level:
+            pod_status = None
+    pod.statuses = statuses or None
+    pod.pod_status = pod_status
+
+
+def _set_requests(pod: PodInfo, shape: _Containers) -> None:
+    """The pod's requests as each of kube-scheduler's callers of PodRequests computes them."""
+    plain = shape.statuses is None and shape.pod_status is None
+    if plain and len(shape.regular) == 1 and not shape.init and not shape.overhead and not shape.pod_level:
+        # the usual pod, one container and nothing else: its (fresh) requests dict as it is
+        requests = shape.regular[0][1]
+        requests.pop("pods", None)
+        spec_requests = None
+        nonzero = {**DEFAULT_REQUESTS, **requests}
+        score = nonzero
+    else:
+        requests = _pod_requests(shape, use_status=True)
+        spec_requests = None
+        if not plain:
+            spec_requests = _pod_requests(shape, use_status=False)
+            if spec_requests == requests:
+                spec_requests = None
+        # kube's getNonMissingContainerRequests: with pod-level requests, the defaults fill only a
+        # resource neither the pod level nor any container sets
+        non_missing = (
+            {name: amount for name, amount in DEFAULT_REQUESTS.items() if name not in requests}
+            if shape.pod_level
+            else DEFAULT_REQUESTS
+        )
+        nonzero = _pod_requests(shape, True, non_missing) if non_missing else requests
+        # resource_allocation.go fills every missing container request, pod-level requests or not
+        score = _pod_requests(shape, True, DEFAULT_REQUESTS) if shape.pod_level else nonzero
+    for totals in (requests, spec_requests or {}):
+        for name, amount in totals.items():
+            if amount > MAX_AMOUNT:
+                raise FieldError("spec", f"the pod's total {name} request is too large: must be less than 2^63")
+    pod.requests = requests
+    pod.spec_requests = spec_requests
+    pod.nonzero_cpu = nonzero.get("cpu", 0)
+    pod.nonzero_memory = nonzero.get("memory", 0)
+    pod.score_cpu = score.get("cpu", 0)
+    pod.score_memory = score.get("memory", 0)
 
 
 def _host_ports(container: Mapping[str, Any], path: str) -> list[tuple[str, str, int]]:
@@ -312,13 +514,6 @@ def _host_ports(container: Mapping[str, Any], path: str) -> list[tuple[str, str,
         if host_port:
             ports.append((str(port.get("hostIP") or "0.0.0.0"), str(port.get("protocol") or "TCP"), host_port))
     return ports
-
-
-def _with_defaults(requests: dict[str, int]) -> dict[str, int]:
-    result = dict(requests)
-    result.setdefault("cpu", DEFAULT_MILLI_CPU_REQUEST)
-    result.setdefault("memory", DEFAULT_MEMORY_REQUEST)
-    return result
 
 
 def _requirement(raw: Any, path: str, operators: tuple[str, ...]) -> NodeSelectorRequirement:
@@ -403,7 +598,7 @@ def _toleration(raw: Any, path: str) -> Toleration:
     effect = item.get("effect") or ""
     if not isinstance(key, str) or not isinstance(value, str):
         raise FieldError(path, "key and value must be strings")
-    if operator not in ("Equal", "Exists"):
+    if operator not in ("Equal", "Exists", "Gt", "Lt"):
         raise FieldError(f"{path}.operator", f'Unsupported value: "{operator}": supported values: "Equal", "Exists"')
     if operator == "Exists" and value:
         raise FieldError(f"{path}.operator", "Invalid value: value must be empty when `operator` is 'Exists'")
@@ -412,6 +607,27 @@ def _toleration(raw: Any, path: str) -> Toleration:
     if effect and effect not in TAINT_EFFECTS:
         raise FieldError(f"{path}.effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
     return Toleration(key, operator, value, effect)
+
+
+def _image_volumes(spec: Mapping[str, Any]) -> list[str]:
+    """The images of `image` volumes (`spec.volumes[].image.reference`), normalised: kube's
+    ImageLocality counts them with the containers' (v1.36)."""
+    images = []
+    for i, raw in enumerate(sequence(spec.get("volumes"), "spec.volumes")):
+        source = mapping(raw, f"spec.volumes[{i}]").get("image")
+        if source is not None:
+            reference = mapping(source, f"spec.volumes[{i}].image").get("reference")
+            if isinstance(reference, str) and reference:
+                images.append(_normalized_image(reference))
+    return images
+
+
+def _strings(value: Any, path: str) -> list[str]:
+    items = sequence(value, path)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise FieldError(f"{path}[{i}]", f"must be a string, not {type(item).__name__}")
+    return items
 
 
 def _normalized_image(name: str) -> str:
@@ -466,14 +682,18 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         nominated_node=str(status.get("nominatedNodeName") or ""),
     )
     try:
-        _fill_pod(pod, meta, spec)
+        _fill_pod(pod, meta, spec, status)
+        if spec.get("resourceClaims"):
+            pod.resource_claims = parse_pod_claims(spec["resourceClaims"], status.get("resourceClaimStatuses"))
     except FieldError as error:
         pod.error = f"invalid pod {pod.key}: {error}"
     return pod
 
 
-def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> None:
     pod.labels = _string_map(meta.get("labels"), "metadata.labels")
+    if spec.get("schedulingGroup") is not None:
+        pod.pod_group_name = _pod_group_name(spec["schedulingGroup"])
     priority = spec.get("priority")
     if priority is not None:
         if isinstance(priority, bool) or not isinstance(priority, int):
@@ -493,16 +713,18 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
         pod.preemption_policy = policy
     containers = sequence(spec.get("containers"), "spec.containers")
     init_containers = sequence(spec.get("initContainers"), "spec.initContainers")
-    container_requests: list[dict[str, int]] = []
-    container_nonzero: list[dict[str, int]] = []
+    regular: list[tuple[str, dict[str, int]]] = []
+    init: list[tuple[str, dict[str, int], bool]] = []
+    limits: tuple[list[dict[str, int]], list[tuple[dict[str, int], bool]]] = ([], [])
     images: list[str] = []
     ports: list[tuple[str, str, int]] = []
-    init_requests: list[tuple[dict[str, int], bool]] = []
     for i, raw in enumerate(init_containers):
         path = f"spec.initContainers[{i}]"
         container = mapping(raw, path)
         restartable = container.get("restartPolicy") == "Always"
-        init_requests.append((_container_requests(container, path), restartable))
+        requests, container_limits = _container_resources(container, path)
+        init.append((_container_name(container), requests, restartable))
+        limits[1].append((container_limits, restartable))
         if isinstance(container.get("image"), str):
             images.append(_normalized_image(container["image"]))
         if restartable:  # a sidecar holds its host ports for the pod's whole life, as kube counts them
@@ -510,29 +732,22 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
     for i, raw in enumerate(containers):
         path = f"spec.containers[{i}]"
         container = mapping(raw, path)
-        requests = _container_requests(container, path)
-        container_requests.append(requests)
-        container_nonzero.append(_with_defaults(requests))
+        requests, container_limits = _container_resources(container, path)
+        regular.append((_container_name(container), requests))
+        limits[0].append(container_limits)
         if isinstance(container.get("image"), str):
             images.append(_normalized_image(container["image"]))
         ports.extend(_host_ports(container, path))
     overhead = _resource_list(spec.get("overhead"), "spec.overhead")
-    # the usual pod, one container and nothing else, sums to that container's (fresh) dicts
-    single = len(container_requests) == 1 and not init_requests and not overhead
-    pod.requests = container_requests[0] if single else _pod_requests(container_requests, init_requests, overhead)
-    pod.requests.pop("pods", None)
-    for name, amount in pod.requests.items():
-        if amount > MAX_AMOUNT:
-            raise FieldError("spec", f"the pod's total {name} request is too large: must be less than 2^63")
-    # kube applies the 100m/200Mi defaults to init containers and sidecars too (NonMissingContainerRequests)
-    if single:
-        nonzero = container_nonzero[0]
-    else:
-        init_nonzero = [(_with_defaults(requests), restartable) for requests, restartable in init_requests]
-        nonzero = _pod_requests(container_nonzero, init_nonzero, overhead)
-    pod.nonzero_cpu = nonzero.get("cpu", 0)
-    pod.nonzero_memory = nonzero.get("memory", 0)
+    raw_pod_level = spec.get("resources")
+    pod_level = {} if raw_pod_level is None else _default_pod_level(raw_pod_level, regular, init, limits)
+    shape = _Containers(regular, init, overhead, pod_level)
+    if status:
+        _resize_status(shape, status)
+    _set_requests(pod, shape)
+    images.extend(_image_volumes(spec))
     pod.images = tuple(images)
+    pod.required_features = required_features(spec)
     pod.container_count = len(containers) + len(init_containers)
     pod.host_ports = tuple(ports)
     raw_tolerations = spec.get("tolerations")
@@ -552,6 +767,17 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any]) ->
         pod.controller = parse_controller(meta)
     if spec.get("volumes"):
         pod.volumes = parse_pod_volumes(spec["volumes"], pod.namespace, pod.name)
+
+
+def _pod_group_name(raw: Any) -> str:
+    """`spec.schedulingGroup.podGroupName` (v1.36, GenericWorkload): the PodGroup of the pod's
+    namespace it belongs to, "" when unset."""
+    name = mapping(raw, "spec.schedulingGroup").get("podGroupName")
+    if name is None:
+        return ""
+    if not isinstance(name, str) or not name:
+        raise FieldError("spec.schedulingGroup.podGroupName", f"Invalid value: {name!r}: must be a PodGroup name")
+    return name
 
 
 def _node_ready(status: Mapping[str, Any]) -> bool:
@@ -592,6 +818,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
             if isinstance(size, bool) or not isinstance(size, int):
                 raise FieldError(f"status.images[{i}].sizeBytes", "must be an integer")
             images.append((names, size))
+        declared_features = frozenset(_strings(status.get("declaredFeatures"), "status.declaredFeatures"))
     except FieldError as error:
         raise ObjectError(error.path, error.message) from None
     return NodeInfo(
@@ -604,6 +831,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
         allocatable=allocatable,
         images=tuple(images),
         annotations=annotations,
+        declared_features=declared_features,
     )
 
 

@@ -50,6 +50,8 @@ DEFAULT_FILTERS: tuple[dict[str, Any], ...] = tuple(
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
+        "NodeDeclaredFeatures",
     )
 )
 DEFAULT_SCORES: tuple[dict[str, Any], ...] = (
@@ -57,6 +59,7 @@ DEFAULT_SCORES: tuple[dict[str, Any], ...] = (
     {"name": "NodeAffinity", "weight": 2},
     {"name": "PodTopologySpread", "weight": 2},
     {"name": "InterPodAffinity", "weight": 2},
+    {"name": "DynamicResources", "weight": 2},
     {"name": "NodeResourcesFit", "weight": 1, "args": {"scoringStrategy": {"type": "LeastAllocated"}}},
     {"name": "NodeResourcesBalancedAllocation", "weight": 1},
     {"name": "ImageLocality", "weight": 1},

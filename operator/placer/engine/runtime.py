@@ -1,13 +1,16 @@
-"""The scheduling cycle: filter, pick the nodes to score, score, normalise, weigh, select.
+"""The scheduling cycle: filter, pick the nodes to score, score, normalise, weigh, select; then
+Reserve and Permit, and the binding cycle's plugin calls (PreBind, PostBind, Unreserve).
 
 Kept apart from the plugins, as kube-scheduler's `framework/runtime`: this module knows the
 order of the extension points and kube-scheduler's rules around them
-(`percentageOfNodesToScore`, the rotating start index, the `0/N nodes are available` message),
-and nothing about what any plugin does.
+(`percentageOfNodesToScore`, the rotating start index, the `0/N nodes are available` message, the
+15-minute cap on a Permit wait), and nothing about what any plugin does. What the binding cycle
+writes and waits for is carried out by the operator (`placer.controller.binding`).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,29 +20,46 @@ import numpy as np
 
 from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.framework import (
+    ALLOW,
+    BindingPoints,
     FilterPlugin,
+    Permit,
+    PermitCode,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
     PostFilterContext,
+    PreBind,
+    PreBindPlugin,
     Preemption,
     ReservePlugin,
+    WaitingPod,
+    WaitingPods,
+    Write,
     fit_error_message,
 )
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 
 __all__ = [
+    "MAX_PERMIT_TIMEOUT",
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
     "Decision",
     "NodeScore",
+    "PluginFailed",
     "Scheduler",
     "Weighed",
+    "binding_points",
     "fit_error_message",
     "nodes_to_find",
+    "permit_message",
 ]
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
+MAX_PERMIT_TIMEOUT = 15 * 60.0  # kube's maxTimeout: no Permit wait lasts longer
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +114,10 @@ class Decision:
     #: why the PostFilter plugins found nothing (`preemption: 0/5 nodes are available: ...`);
     #: None when they did (or there are none)
     post_filter_message: str | None = None
+    #: whether that failure drops the pod's nomination (`PostFilterPlugin.clears_nomination`)
+    clears_nomination: bool = False
+    #: the Permit plugins' verdict (set by `Scheduler.permit`); None before Permit ran
+    permit: Permit | None = None
     #: every scored candidate's total (references only: a shadow profile compares another
     #: scheduler's node with them); None when unschedulable
     weighed: Weighed | None = None
@@ -111,6 +135,47 @@ class Decision:
         return self.node is not None
 
 
+class PluginFailed(Exception):
+    """A plugin raised at a binding point: which one, and what (the operator reports it as kube
+    does, `running PreBind plugin "NAME": ...`)."""
+
+    def __init__(self, plugin: Plugin[Any], error: Exception) -> None:
+        super().__init__(f"{plugin.name}: {error}")
+        self.plugin = plugin
+        self.error = error
+
+
+_POINTS: weakref.WeakKeyDictionary[Any, BindingPoints] = weakref.WeakKeyDictionary()
+
+
+def binding_points(profile: Profile) -> BindingPoints:
+    """The profile's Reserve, Permit, PreBind and PostBind plugins (found once per profile)."""
+    points = _POINTS.get(profile)
+    if points is None:
+        by_name: dict[str, Plugin[Any]] = {}
+        for plugin in (*profile.filters, *(p for p, _ in profile.scores), *profile.post_filters):
+            by_name.setdefault(plugin.name, plugin)
+        plugins = list(by_name.values())
+        points = BindingPoints(
+            reserves=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
+            permits=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
+            pre_binds=tuple(p for p in plugins if isinstance(p, PreBindPlugin)),
+            post_binds=tuple(p for p in plugins if isinstance(p, PostBindPlugin)),
+            by_name=by_name,
+        )
+        _POINTS[profile] = points
+    return points
+
+
+def permit_message(permit: Permit) -> str:
+    """What a Permit rejection reads as, kube's FitError on the one node (`0/1 nodes are
+    available: 1 rejected due to timeout after waiting 10s at plugin X.`); a waiting pod preempted
+    fails as kube's WaitOnPermit error."""
+    if permit.error:
+        return f"waiting on permit for pod: {permit.message}"
+    return fit_error_message(1, Counter({permit.message: 1}))
+
+
 def nodes_to_find(percentage: int, all_nodes: int) -> int:
     """kube-scheduler's `numFeasibleNodesToFind`: how many feasible nodes are enough to score."""
     if all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
@@ -123,10 +188,15 @@ def nodes_to_find(percentage: int, all_nodes: int) -> int:
 
 
 class Scheduler:
-    """Runs scheduling cycles; holds kube-scheduler's rotating start index across pods."""
+    """Runs scheduling cycles; holds kube-scheduler's rotating start index across pods, and the pods
+    waiting on Permit."""
 
     def __init__(self) -> None:
         self.next_start_index = 0
+        self.waiting = WaitingPods()
+        # the Permit plugin instances holding pods now (with how many), and who holds each pod
+        self._holders: dict[int, tuple[PermitPlugin[Any], int]] = {}
+        self._held_by: dict[str, tuple[PermitPlugin[Any], ...]] = {}
 
     def schedule(self, pod: PodInfo, profile: Profile, cluster: ClusterState, top: int = 3) -> Decision:
         """Decide for one pod; changes nothing in `cluster` (the caller assumes the pod, or, for a
@@ -198,8 +268,10 @@ class Scheduler:
             if isinstance(outcome, Preemption):
                 decision.preemption = outcome
                 decision.post_filter_message = None
+                decision.clears_nomination = False
                 return
             decision.post_filter_message = outcome
+            decision.clears_nomination = plugin.clears_nomination(outcome)
 
     @staticmethod
     def _checks(pod: PodInfo, profile: Profile, cluster: ClusterState) -> tuple[
@@ -275,25 +347,118 @@ class Scheduler:
 
     @staticmethod
     def assume(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
-        """Count the pod on its chosen node and reserve what its filters found there (kube's assume
+        """Count the pod on its chosen node and reserve what its plugins found there (kube's assume
         and Reserve), before the binding is sent: the next decision already sees both."""
         assert decision.node is not None
         cluster.assume(pod, decision.node)
-        for plugin in profile.filters:
-            if isinstance(plugin, ReservePlugin):
-                reservation = plugin.reserve(pod, cluster, decision.node)
-                if reservation is not None:
-                    decision.reservations[plugin.name] = reservation
+        for plugin in binding_points(profile).reserves:
+            reservation = plugin.reserve(pod, cluster, decision.node)
+            if reservation is not None:
+                decision.reservations[plugin.name] = reservation
 
     @staticmethod
     def forget(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
         """Undo `assume`: the binding failed. (A pod of that name re-created and assumed meanwhile
         keeps its room: only this pod's reservations are undone then.)"""
-        for plugin in reversed(profile.filters):
-            reservation = decision.reservations.pop(plugin.name, None)
-            if reservation is not None and isinstance(plugin, ReservePlugin):
+        by_name = binding_points(profile).by_name
+        for name in reversed(list(decision.reservations)):
+            plugin = by_name.get(name)
+            reservation = decision.reservations.pop(name)
+            if isinstance(plugin, ReservePlugin):
                 plugin.unreserve(pod, cluster, reservation)
         cluster.forget(pod.key, pod)
+
+    # ----------------------------------------------------------------- Permit
+
+    def permit(self, pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> Permit:
+        """kube's RunPermitPlugins, after `assume`: the first rejection wins; otherwise every plugin
+        that asks the pod to wait holds it (each wait capped at 15 minutes) and the pod joins
+        `waiting` until they all allow it (`WaitingPod`)."""
+        assert decision.node is not None
+        pending: dict[str, float] = {}
+        holders: list[PermitPlugin[Any]] = []
+        for plugin in binding_points(profile).permits:
+            answer = plugin.permit(pod, cluster, decision.node, self.waiting)
+            if answer.code is PermitCode.REJECT:
+                decision.permit = Permit(PermitCode.REJECT, answer.message, plugin=plugin.name)
+                return decision.permit
+            if answer.code is PermitCode.WAIT:
+                pending[plugin.name] = min(max(answer.timeout, 0.0), MAX_PERMIT_TIMEOUT)
+                holders.append(plugin)
+        if not pending:
+            decision.permit = ALLOW
+            return ALLOW
+        self.done_waiting(pod)  # (an earlier wait of the pod never collected: replaced)
+        self.waiting.add(WaitingPod(pod, decision.node, pending))
+        self._held_by[pod.key] = tuple(holders)
+        for plugin in holders:
+            held = self._holders.get(id(plugin))
+            self._holders[id(plugin)] = (plugin, 1 if held is None else held[1] + 1)
+        decision.permit = Permit(PermitCode.WAIT, timeout=max(pending.values()))
+        return decision.permit
+
+    def done_waiting(self, pod: PodInfo) -> WaitingPod | None:
+        """The pod's wait on Permit is over (decided, or abandoned): it leaves `waiting`."""
+        waiting = self.waiting.remove(pod.key)
+        for plugin in self._held_by.pop(pod.key, ()):
+            _, count = self._holders[id(plugin)]
+            if count > 1:
+                self._holders[id(plugin)] = (plugin, count - 1)
+            else:
+                del self._holders[id(plugin)]
+        return waiting
+
+    def unpermit(self, pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
+        """The pod will not be bound after all: its Permit plugins undo what they counted (kube runs
+        Unreserve for them)."""
+        if decision.permit is None:
+            return
+        self.done_waiting(pod)
+        for plugin in reversed(binding_points(profile).permits):
+            plugin.unpermit(pod, cluster, self.waiting)
+
+    def pod_updated(self, pod: PodInfo, cluster: ClusterState) -> None:
+        """A newer version of a pod came from the watch: the Permit plugins holding pods hear it."""
+        if self._holders:
+            for plugin, _ in list(self._holders.values()):
+                plugin.pod_updated(pod, cluster, self.waiting)
+
+    def pod_deleted(self, key: str) -> None:
+        """A waiting pod deleted is rejected (kube's RejectWaitingPod: "removed")."""
+        waiting = self.waiting.get(key)
+        if waiting is not None:
+            waiting.reject("", "removed")
+
+    # ----------------------------------------------------------------- PreBind, PostBind
+
+    @staticmethod
+    def pre_bind(
+        pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState
+    ) -> list[tuple[PreBindPlugin[Any], PreBind]]:
+        """Each PreBind plugin's work for the pod, in order (kube's PreBindPreFlight, then what its
+        PreBind does); empty when none has any: the pod is bound at once."""
+        assert decision.node is not None
+        plans: list[tuple[PreBindPlugin[Any], PreBind]] = []
+        for plugin in binding_points(profile).pre_binds:
+            try:
+                plan = plugin.pre_bind(pod, cluster, decision.node, decision.reservations.get(plugin.name))
+            except Exception as error:
+                raise PluginFailed(plugin, error) from error
+            if plan is not None and (plan.writes or plan.wait is not None):
+                plans.append((plugin, plan))
+        return plans
+
+    @staticmethod
+    def post_bind(
+        pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState
+    ) -> list[tuple[PostBindPlugin[Any], Write]]:
+        """The PostBind plugins told that the pod is bound; the writes they ask for."""
+        assert decision.node is not None
+        return [
+            (plugin, write)
+            for plugin in binding_points(profile).post_binds
+            for write in plugin.post_bind(pod, cluster, decision.node) or ()
+        ]
 
     def _nodes_to_score(
         self, feasible: np.ndarray, profile: Profile, cluster: ClusterState, all_nodes: int, pod: PodInfo

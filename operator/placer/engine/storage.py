@@ -213,7 +213,7 @@ def parse_volume(obj: Mapping[str, Any]) -> VolumeInfo:
 class StorageClassInfo:
     name: str
     provisioner: str = ""
-    binding_mode: str = "Immediate"
+    binding_mode: str = ""  # "": not set (the API server defaults it to Immediate; VolumeZone tells)
     # allowedTopologies: terms ORed, each a tuple of (label key, allowed values) ANDed
     allowed_topologies: tuple[tuple[tuple[str, frozenset[str]], ...], ...] = ()
     namespace: str = ""
@@ -247,7 +247,7 @@ def parse_storage_class(obj: Mapping[str, Any]) -> StorageClassInfo:
     return StorageClassInfo(
         name=name,
         provisioner=str(obj.get("provisioner") or ""),
-        binding_mode=str(obj.get("volumeBindingMode") or "Immediate"),
+        binding_mode=str(obj.get("volumeBindingMode") or ""),
         allowed_topologies=tuple(terms),
     )
 

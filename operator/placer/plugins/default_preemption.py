@@ -19,8 +19,9 @@ plugin of that name (a PostFilter, listed in a profile's `postFilters`; the defa
 
 With no candidate, the reason kube gives, e.g. `preemption: 0/5 nodes are available: 2 No preemption
 victims found for incoming pod, 3 Preemption is not helpful for scheduling.` — the operator adds it
-to the FailedScheduling note. A nomination goes with the decision; the operator evicts the victims
-and holds the node for the pod (`placer simulate` evicts them at once and places the pod there).
+to the FailedScheduling note; it drops the pod's nomination, if any, unless the pod may not preempt
+now (step 1). A nomination goes with the decision; the operator evicts the victims and holds the
+node for the pod (`placer simulate` evicts them at once and places the pod there).
 
 Args: `minCandidateNodesPercentage` (0..100, default 10), `minCandidateNodesAbsolute` (default
 100); not both 0.
@@ -160,6 +161,12 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
             if record.pod.deleting and record.pod.priority < pod.priority:
                 return TERMINATING
         return None
+
+    def clears_nomination(self, message: str) -> bool:
+        """A pod that may not preempt now keeps its nomination (kube's ModeNoop); one for which no
+        candidate was found loses it ("Specify nominatedNodeName to clear the pod's nominatedNodeName
+        status", kube's `Preempt`)."""
+        return message not in (f"preemption: {NEVER}", f"preemption: {TERMINATING}")
 
     def post_filter(self, pod: PodInfo, cluster: ClusterState, context: PostFilterContext) -> Preemption | str:
         why = self._ineligible(pod, cluster, context)

@@ -246,7 +246,7 @@ def test_node_affinity_taints_and_unschedulable_are_not_helpful() -> None:
     assert refused(decision) == f"preemption: 0/3 nodes are available: 3 {NOT_HELPFUL}."
     assert decision.full_message == (
         "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated "
-        "taint {dedicated: gpu}, 1 node(s) were unschedulable. "
+        "taint(s), 1 node(s) were unschedulable. "
         f"preemption: 0/3 nodes are available: 3 {NOT_HELPFUL}.."
     )
 
@@ -273,7 +273,7 @@ def test_unresolvable_filter_after_a_resolvable_one_still_counts() -> None:
         filters=[{"name": "NodeResourcesFit"}, {"name": "TaintToleration"}],
     )
     assert decision.message == "0/1 nodes are available: 1 Insufficient cpu."
-    assert refused(decision) == "preemption: 0/1 nodes are available: 1 node(s) had untolerated taint {x: y}."
+    assert refused(decision) == "preemption: 0/1 nodes are available: 1 node(s) had untolerated taint(s)."
 
 
 # ----------------------------------------------------------------------------- TestDryRunPreemption (victims)

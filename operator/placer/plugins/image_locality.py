@@ -1,9 +1,11 @@
 """ImageLocality — prefer nodes that already hold the pod's images, as kube-scheduler's plugin.
 
-What it does: for each container (init containers included) whose image is in the node's
+What it does: for each container (init containers included) and each `image` volume
+(`spec.volumes[].image.reference`, which kube v1.36 counts too) whose image is in the node's
 `status.images`, adds the image size scaled by the fraction of nodes that hold it (so an image
 on every node counts little: it will not be pulled anywhere). The sum is clamped between 23 MB
-and 1000 MB per container and mapped onto 0..100. Images without a tag count as `:latest`.
+and 1000 MB per container (image volumes do not raise that bound) and mapped onto 0..100. Images
+without a tag count as `:latest`.
 
 Args: none.
 

@@ -1,6 +1,6 @@
-"""ImageLocality against kube-scheduler's image_locality.go, by hand: each container's image found
-on the node adds size * (nodes holding it / all nodes); the sum is clamped to
-[23 MB, 1000 MB * containers] and mapped onto 0..100 with integer division."""
+"""ImageLocality against kube-scheduler's image_locality.go (v1.36, with its test rows): each
+container's and `image` volume's image found on the node adds size * (nodes holding it / all nodes);
+the sum is clamped to [23 MB, 1000 MB * containers] and mapped onto 0..100 with integer division."""
 
 from __future__ import annotations
 
@@ -90,6 +90,66 @@ def test_node_update_refreshes_images() -> None:
     cluster.remove_node("a")
     assert scores(IMAGES, pod("p", image="x:1"), cluster) == {"b": 0}
     assert "x:1" not in cluster.image_slots
+
+
+# TestImageLocalityPriority (kube v1.36 image_locality_test.go): node image sets and pods
+NODE_403002000 = [(["gcr.io/40:latest", "gcr.io/40:v1", "gcr.io/40:v1"], 40 * MiB),
+                  (["gcr.io/300:latest", "gcr.io/300:v1"], 300 * MiB), (["gcr.io/2000:latest"], 2000 * MiB)]
+NODE_25010 = [(["gcr.io/250:latest"], 250 * MiB), (["gcr.io/10:latest", "gcr.io/10:v1"], 10 * MiB)]
+NODE_60040900 = [(["gcr.io/600:latest"], 600 * MiB), (["gcr.io/40:latest"], 40 * MiB),
+                 (["gcr.io/900:latest"], 900 * MiB)]
+NODE_300600900 = [(["gcr.io/300:latest"], 300 * MiB), (["gcr.io/600:latest"], 600 * MiB),
+                  (["gcr.io/900:latest"], 900 * MiB)]
+NODE_400030 = [(["gcr.io/4000:latest"], 4000 * MiB), (["gcr.io/30:latest"], 30 * MiB)]
+NODE_203040 = [(["gcr.io/20:latest"], 20 * MiB), (["gcr.io/30:latest"], 30 * MiB), (["gcr.io/40:latest"], 40 * MiB)]
+
+
+def kube_pod(*images: str, init: tuple[str, ...] = (), image_volumes: tuple[str, ...] = ()) -> dict:
+    return pod(
+        "p",
+        containers=[container(f"c{i}", image=image) for i, image in enumerate(images)],
+        init_containers=[container(f"i{i}", image=image) for i, image in enumerate(init)],
+        volumes=[{"name": f"v{i}", "image": {"reference": ref}} for i, ref in enumerate(image_volumes)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "nodes", "expected"),
+    [
+        # 40M/2 < 23M; 100 * (250M/2 - 23M) / (1000M * 2 - 23M) = 5
+        (kube_pod("gcr.io/40", "gcr.io/250"), [NODE_403002000, NODE_25010], [0, 5]),
+        # 100 * ((40M + 300M)/2 - 23M) / (1000M * 2 - 23M) = 7
+        (kube_pod("gcr.io/40", "gcr.io/300"), [NODE_403002000, NODE_25010], [7, 0]),
+        # 4000M/2 >= 2000M: max; 10M/2 < 23M
+        (kube_pod("gcr.io/10", "gcr.io/4000"), [NODE_400030, NODE_25010], [100, 0]),
+        # 100 * (4000M/3 - 23M) / (1000M * 2 - 23M) = 66, with a node that has no images
+        (kube_pod("gcr.io/10", "gcr.io/4000"), [NODE_400030, NODE_25010, []], [66, 0, 0]),
+        # 100 * (600M*2/3 + 900M*2/3 - 23M) / (3000M - 23M) = 32; + 300M/3: 36
+        (kube_pod("gcr.io/300", "gcr.io/600", "gcr.io/900"), [NODE_60040900, NODE_300600900, []], [32, 36, 0]),
+        # 100 * (30M + 40M/2 - 23M) / (2000M - 23M) = 1; 100 * (30M - 23M) / (2000M - 23M) = 0
+        (kube_pod("gcr.io/30", "gcr.io/40"), [NODE_203040, NODE_400030], [1, 0]),
+        # an image volume counts (v1.36), not in the threshold: 100 * (300M/2 - 23M) / (1000M - 23M) = 12
+        (kube_pod("gcr.io/30", image_volumes=("gcr.io/300",)), [NODE_300600900, NODE_400030], [12, 0]),
+        # init containers: 100 * (300M/2 - 23M) / (1000M * 2 - 23M) = 6
+        (kube_pod("gcr.io/30", init=("gcr.io/300",)), [NODE_403002000, NODE_203040], [6, 0]),
+    ],
+    ids=["two images spread", "two images on one node", "exceed limit", "exceed limit with empty node",
+         "multiple large images", "multiple small images", "image volume", "init containers"],
+)
+def test_kube_rows(spec: dict, nodes: list[list], expected: list[int]) -> None:
+    names = [f"node{i + 1}" for i in range(len(nodes))]
+    cluster = cluster_of([node(name, images=images) for name, images in zip(names, nodes, strict=True)])
+    assert scores(IMAGES, spec, cluster) == dict(zip(names, expected, strict=True))
+
+
+def test_image_volumes_are_normalised_and_malformed_ones_named() -> None:
+    from placer.engine.objects import parse_pod
+
+    info = parse_pod(kube_pod("busybox:1.36", image_volumes=("quay.io/models/llama", "quay.io/data:v2")))
+    assert info.images == ("busybox:1.36", "quay.io/models/llama:latest", "quay.io/data:v2")
+    assert info.container_count == 1
+    broken = pod("p", volumes=[{"name": "v", "image": "quay.io/data:v2"}])
+    assert "spec.volumes[0].image: must be an object" in (parse_pod(broken).error or "")
 
 
 def test_takes_no_args() -> None:

@@ -5,6 +5,10 @@ Filter: the node must carry every `nodeSelector` label and match at least one te
 operators In, NotIn, Exists, DoesNotExist, Gt, Lt, and all `matchFields` on `metadata.name`).
 Reason: "node(s) didn't match Pod's node affinity/selector".
 
+Pod-level (kube's PreFilter): when every required term names nodes (`matchFields` `metadata.name In`)
+and no name survives (`In [a]` and `In [b]` in one term), the pod fits nowhere — "pod affinity
+terms conflict", kube v1.36's `0/N nodes are available: pod affinity terms conflict.`
+
 Score: the sum of the weights of the pod's `preferredDuringSchedulingIgnoredDuringExecution`
 terms the node matches, normalised as kube-scheduler does (`100 * sum / max(sum)`). A pod
 without preferred terms is skipped: it scores 0 on every node.
@@ -35,8 +39,28 @@ from placer.engine.framework import (
     StaticCache,
     default_normalize,
 )
-from placer.engine.objects import PodInfo
+from placer.engine.objects import NodeSelectorTerm, PodInfo
 from placer.plugins._selectors import term_mask
+
+CONFLICT = "pod affinity terms conflict"
+NAME_FIELD = "metadata.name"
+
+
+def required_node_names(terms: tuple[NodeSelectorTerm, ...]) -> set[str] | None:
+    """kube's NodeAffinity PreFilter: the only nodes the required terms can admit, when every term
+    names its nodes (`matchFields` `metadata.name In`, intersected within a term, united across
+    terms); None when some term does not (any node may do)."""
+    names: set[str] = set()
+    for term in terms:
+        term_names: set[str] | None = None
+        for requirement in term.fields:
+            if requirement.key == NAME_FIELD and requirement.operator == "In":
+                values = set(requirement.values)
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None
+        names |= term_names
+    return names
 
 
 class NodeAffinity(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
@@ -47,6 +71,12 @@ class NodeAffinity(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
         super().__init__(args)
         self._masks: StaticCache[np.ndarray] = StaticCache()
         self._preferences: StaticCache[np.ndarray] = StaticCache()
+
+    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
+        if not pod.required_terms:  # no required affinity, or no terms: kube returns no node set
+            return None
+        names = required_node_names(pod.required_terms)
+        return CONFLICT if names is not None and not names else None
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if not pod.node_selector and pod.required_terms is None:

@@ -117,6 +117,52 @@ def test_empty_term_matches_no_node() -> None:
     assert passing(pod("p", affinity=required())) == set()
 
 
+def name_in(*names: str) -> dict[str, Any]:
+    return {"key": "metadata.name", "operator": "In", "values": list(names)}
+
+
+# TestNodeAffinity rows on matchFields (kube v1.36): PreFilter's node names, its conflict, and Filter
+@pytest.mark.parametrize(
+    ("terms", "node_name", "fits", "conflict"),
+    [
+        ([{"matchFields": [name_in("node1")]}], "node1", True, False),
+        ([{"matchFields": [name_in("node1")]}], "node2", False, False),
+        # two terms: matchFields does not match, but matchExpressions matches
+        ([{"matchFields": [name_in("node1")]}, {"matchExpressions": [expr("foo", "In", "bar")]}], "node2", True, False),
+        # one term: matchFields does not match, but matchExpressions matches (ANDed)
+        ([{"matchFields": [name_in("node1")], "matchExpressions": [expr("foo", "In", "bar")]}], "node2", False, False),
+        ([{"matchFields": [name_in("node1")], "matchExpressions": [expr("foo", "In", "bar")]}], "node1", True, False),
+        ([{"matchFields": [name_in("node1")]}, {"matchExpressions": [expr("foo", "In", "not-match")]}], "node2",
+         False, False),
+        ([{"matchFields": [name_in("node1")]}, {"matchFields": [name_in("node2")]}], "node2", True, False),
+        # two conflicting match field requirements: PreFilter rejects the pod itself
+        ([{"matchFields": [name_in("node1"), name_in("node2")]}], "node2", False, True),
+    ],
+)
+def test_kube_match_fields_rows(terms: list[dict], node_name: str, fits: bool, conflict: bool) -> None:
+    cluster = cluster_of([node(node_name, labels={"foo": "bar"})])
+    wanted = parse_pod(pod("p", affinity=required(*terms)))
+    assert AFFINITY.pre_filter(wanted, cluster) == ("pod affinity terms conflict" if conflict else None)
+    assert filter_result(AFFINITY, wanted, cluster) == {node_name: fits}
+
+
+def test_conflicting_terms_reject_the_pod_itself() -> None:
+    cluster = cluster_of([node("node1"), node("node2"), node("node3")])
+    conflicting = pod("p", affinity=required({"matchFields": [name_in("node1"), name_in("node2")]}))
+    decision = decide(make_profile(), conflicting, cluster)
+    assert decision.node is None and decision.preemption is None
+    assert decision.message == "0/3 nodes are available: pod affinity terms conflict."
+    # every term must name nodes: one that does not leaves any node possible
+    open_term = pod("p", affinity=required({"matchFields": [name_in("node1"), name_in("node2")]},
+                                           {"matchExpressions": [expr("kubernetes.io/hostname", "In", "node3")]}))
+    assert AFFINITY.pre_filter(parse_pod(open_term), cluster) is None
+    assert decide(make_profile(), open_term, cluster).node == "node3"
+    # NotIn on the name does not narrow anything
+    not_in = pod("p", affinity=required({"matchFields": [{"key": "metadata.name", "operator": "NotIn",
+                                                          "values": ["node1"]}]}))
+    assert AFFINITY.pre_filter(parse_pod(not_in), cluster) is None
+
+
 def test_selector_and_affinity_both_apply() -> None:
     both = pod("p", node_selector={"disk": "ssd"}, affinity=required({"matchExpressions": [expr("zone", "In", "b")]}))
     assert passing(both) == set()

@@ -1,11 +1,14 @@
 """NodeResourcesBalancedAllocation — prefer nodes whose resources stay in balance.
 
-What it does (kube-scheduler's plugin): for each resource, the fraction of allocatable that
-bound pods plus this pod would request (capped at 1); the score is `(1 - std) * 100` over
-those fractions, so a node whose cpu and memory fill up evenly beats one that runs out of one
-long before the other. Pods that request none of the resources (best-effort) are skipped and
-score 0 everywhere, as in kube-scheduler; extended resources the pod does not request are left
-out of the fractions.
+What it does (kube-scheduler v1.36's plugin): for each resource, the fraction of allocatable
+that bound pods request (capped at 1); a node's balance is `(1 - std) * 100` over those
+fractions. v1.36 (kubernetes#135573) scores how the pod changes it: the balance with the pod
+against the balance without it, `50 + (50 + with - without) / 2` — 75 when the pod leaves the
+balance as it was, towards 100 when it evens the node out, towards 50 when it tips it. Pods
+that request none of the resources (best-effort) are skipped and score 0 everywhere, as in
+kube-scheduler; extended resources the pod does not request are left out of the fractions. A
+pod's requests are its pod-level ones where set, and a bound pod's resize counts as in
+NodeResourcesFit.
 
 Args::
 
@@ -22,6 +25,7 @@ Example profile::
 
 from __future__ import annotations
 
+import contextlib
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -29,7 +33,7 @@ from pydantic import Field, field_validator
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import MAX_NODE_SCORE, PluginArgs, ScorePlugin
-from placer.engine.objects import PodInfo
+from placer.engine.objects import PodInfo, is_scalar_resource
 from placer.plugins.node_resources_fit import allocation, pod_request_for_score
 
 
@@ -61,27 +65,91 @@ class NodeResourcesBalancedAllocation(ScorePlugin[BalancedAllocationArgs]):
         return any(pod_request_for_score(pod, r.name, nonzero=False) for r in self.args.resources)
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
-        fractions = []
+        # kubernetes#135573: how the pod changes the node's balance, mapped back onto 50..100
+        # (Go's int64 arithmetic; 50 + with - without is never negative, so // truncates as Go does)
+        half = MAX_NODE_SCORE // 2
+        two = self._two_columns(pod, cluster)
+        if two is not None:  # the default (cpu, memory): one pass over both
+            columns, amounts = two
+            # whole rows first (one gather), the two columns as views of them
+            used = cluster.requested.take(slots, axis=0)[:, columns]
+            change = balance_of_two(used, cluster.allocatable.take(slots, axis=0)[:, columns], amounts)
+        else:
+            with_pod, without_pod = [], []
+            for spec in self.args.resources:
+                found = allocation(pod, cluster, slots, spec.name, nonzero=False)
+                if found is None:
+                    continue
+                requested, allocatable = found
+                with_pod.append((requested, allocatable))
+                without_pod.append((requested - pod_request_for_score(pod, spec.name, nonzero=False), allocatable))
+            if not with_pod:  # nothing to weigh anywhere: balanced with and without the pod
+                return np.full(len(slots), half + half // 2, dtype=np.int64)
+            change = balance(with_pod) - balance(without_pod)
+        change += half
+        change //= 2
+        change += half
+        return change
+
+    def _two_columns(self, pod: PodInfo, cluster: ClusterState) -> tuple[list[int], np.ndarray] | None:
+        """The node table's columns and the pod's requests when exactly two resources are weighed."""
+        if len(self.args.resources) != 2:
+            return None
+        columns, amounts = [], []
         for spec in self.args.resources:
-            found = allocation(pod, cluster, slots, spec.name, nonzero=False)
-            if found is None:
-                continue
-            requested, allocatable = found
-            with np.errstate(divide="ignore", invalid="ignore"):
-                fraction = np.minimum(requested / allocatable, 1.0)
-            fractions.append(np.where(allocatable > 0, fraction, np.nan))
-        if not fractions:
-            return np.full(len(slots), MAX_NODE_SCORE, dtype=np.int64)
-        if len(fractions) == 2:  # the default (cpu, memory): kube's std of two is half their distance
-            distance = np.abs(fractions[0] - fractions[1])  # NaN where a node lacks either
-            std = np.where(np.isnan(distance), 0.0, distance / 2)
-            return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
-        matrix = np.vstack(fractions)
-        known = ~np.isnan(matrix)
-        counted = known.sum(axis=0)
-        values = np.where(known, matrix, 0.0)
-        spread = np.where(known, matrix, -np.inf).max(axis=0) - np.where(known, matrix, np.inf).min(axis=0)
-        mean = values.sum(axis=0) / np.maximum(counted, 1)
-        population_std = np.sqrt(np.where(known, (values - mean) ** 2, 0.0).sum(axis=0) / np.maximum(counted, 1))
-        std = np.where(counted == 2, np.abs(spread) / 2, np.where(counted > 2, population_std, 0.0))
+            column = cluster.resource_index.get(spec.name)
+            amount = pod_request_for_score(pod, spec.name, nonzero=False)
+            if column is None or (amount == 0 and is_scalar_resource(spec.name)):
+                return None
+            columns.append(column)
+            amounts.append(amount)
+        return columns, np.asarray(amounts, dtype=np.int64)
+
+
+def balance_of_two(used: np.ndarray, allocatable: np.ndarray, amounts: np.ndarray) -> np.ndarray:
+    """`balance(with the pod) - balance(without it)` for two resources, over (nodes x 2) columns of
+    what the node's pods request and its allocatable: the std of two fractions is half their
+    distance, 0 where a node lacks either resource. (The default profile's path: few numpy calls.)"""
+    used_a, used_b = used[:, 0], used[:, 1]
+    allocatable_a, allocatable_b = allocatable[:, 0], allocatable[:, 1]
+    lacking = None if allocatable_a.all() and allocatable_b.all() else (allocatable_a == 0) | (allocatable_b == 0)
+    distance = np.empty((2, len(used)))  # rows: with the pod, without it
+    with contextlib.nullcontext() if lacking is None else np.errstate(divide="ignore", invalid="ignore"):
+        np.subtract(np.minimum((used_a + amounts[0]) / allocatable_a, 1.0),
+                    np.minimum((used_b + amounts[1]) / allocatable_b, 1.0), out=distance[0])
+        np.subtract(np.minimum(used_a / allocatable_a, 1.0), np.minimum(used_b / allocatable_b, 1.0), out=distance[1])
+    np.abs(distance, out=distance)
+    if lacking is not None:
+        distance[:, lacking] = 0.0
+    # (1 - d / 2) * 100 truncated, in Go's order of operations (the last bit decides the truncation)
+    distance /= 2
+    np.subtract(1.0, distance, out=distance)
+    distance *= MAX_NODE_SCORE
+    scores = distance.astype(np.int64)
+    return scores[0] - scores[1]
+
+
+def balance(columns: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """kube's `balancedResourceScore` per slot over (requested, allocatable) columns: the fractions
+    requested / allocatable capped at 1 (a resource the node lacks left out), score `(1 - std) * 100`
+    truncated, with std half the distance for two fractions and the population std for more."""
+    fractions = []
+    for requested, allocatable in columns:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = np.minimum(requested / allocatable, 1.0)
+        fractions.append(np.where(allocatable > 0, fraction, np.nan))
+    if len(fractions) == 1:  # one fraction (or none on a node): std 0
+        return np.full(len(fractions[0]), MAX_NODE_SCORE, dtype=np.int64)
+    if len(fractions) == 2:  # the default (cpu, memory): kube's std of two is half their distance
+        distance = np.abs(fractions[0] - fractions[1])  # NaN where a node lacks either
+        std = np.where(np.isnan(distance), 0.0, distance / 2)
         return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    matrix = np.vstack(fractions)
+    known = ~np.isnan(matrix)
+    counted = known.sum(axis=0)
+    values = np.where(known, matrix, 0.0)
+    spread = np.where(known, matrix, -np.inf).max(axis=0) - np.where(known, matrix, np.inf).min(axis=0)
+    mean = values.sum(axis=0) / np.maximum(counted, 1)
+    population_std = np.sqrt(np.where(known, (values - mean) ** 2, 0.0).sum(axis=0) / np.maximum(counted, 1))
+    std = np.where(counted == 2, np.abs(spread) / 2, np.where(counted > 2, population_std, 0.0))
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)

@@ -1,13 +1,19 @@
 """NodeResourcesFit — requests must fit, and how full a node should be; as kube-scheduler's plugin.
 
 Filter: the pod's requests (containers, init containers and sidecars, overhead; cpu, memory,
-ephemeral-storage, extended resources such as `nvidia.com/gpu`) must fit in the node's
-allocatable minus what bound and assumed pods already request, and the node must have room
-for one more pod. Reasons, several per node if need be: "Insufficient cpu",
-"Insufficient memory", "Insufficient nvidia.com/gpu", "Too many pods".
+ephemeral-storage, extended resources such as `nvidia.com/gpu`; pod-level `spec.resources`
+requests in place of the containers' total for cpu, memory and hugepages, as kube v1.36) must fit
+in the node's allocatable minus what bound and assumed pods already hold, and the node must have
+room for one more pod. A bound pod holds its pod-level requests, and while an in-place resize is
+under way the larger of its spec and its status (`allocatedResources`, `resources`) per
+resource; an Infeasible resize holds what is allocated and running (`placer.engine.objects`).
+Reasons, several per node if need be: "Insufficient cpu", "Insufficient memory",
+"Insufficient nvidia.com/gpu", "Too many pods". A node whose allocatable is below the pod's
+request is one preemption cannot help (kube's UnschedulableAndUnresolvable).
 
 Score, by `scoringStrategy.type` (kube-scheduler's formulas; containers without cpu/memory
-requests count as 100m / 200Mi here, as there):
+requests count as 100m / 200Mi here, as there — for a pod with pod-level requests, only for a
+resource neither the pod level nor any container sets, on the node's side):
 
 - `LeastAllocated` (default): `(allocatable - requested) * 100 / allocatable` per resource,
   weighted mean — spreads pods.
@@ -130,10 +136,12 @@ def broken_linear(shape: tuple[tuple[int, int], ...], utilization: np.ndarray) -
 
 
 def pod_request_for_score(pod: PodInfo, resource: str, nonzero: bool) -> int:
+    """The incoming pod's request as kube's `calculatePodResourceRequest` reads it: status-aware,
+    with 100m / 200Mi for containers missing a cpu / memory request when `nonzero`."""
     if nonzero and resource == "cpu":
-        return pod.nonzero_cpu
+        return pod.score_cpu
     if nonzero and resource == "memory":
-        return pod.nonzero_memory
+        return pod.score_memory
     return pod.requests.get(resource, 0)
 
 
@@ -180,7 +188,7 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
 
     def _requests(self, pod: PodInfo, cluster: ClusterState) -> tuple[list[int], list[int]]:
         columns, amounts = [], []
-        for resource, amount in pod.requests.items():
+        for resource, amount in pod.fit_requests.items():
             if amount > 0 and not self._ignored(resource):
                 columns.append(cluster.resource_column(resource))
                 amounts.append(amount)
@@ -205,6 +213,15 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
             if cluster.allocatable[slot, column] - cluster.requested[slot, column] + freed < amount:
                 return False
         return True
+
+    def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
+        """kube v1.36 marks a node Unresolvable where the pod asks more of a resource than the node
+        has at all: evicting its pods cannot help there ("Too many pods" always may)."""
+        columns, amounts = self._requests(pod, cluster)
+        if not columns:
+            return np.ones(len(rejected), dtype=bool)
+        too_big = cluster.allocatable[np.ix_(rejected, columns)] < np.asarray(amounts, dtype=np.int64)
+        return ~too_big.any(axis=1)
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
         counts: Counter[str] = Counter()

@@ -1,4 +1,4 @@
-"""PodTopologySpread — `topologySpreadConstraints`, as kube-scheduler's plugin (v1.31, default gates).
+"""PodTopologySpread — `topologySpreadConstraints`, as kube-scheduler v1.36's plugin (default gates).
 
 Filter (the pod's `DoNotSchedule` constraints): for each constraint, the matching pods (the pod's
 namespace, the constraint's selector, not being deleted; bound and assumed) are summed per domain

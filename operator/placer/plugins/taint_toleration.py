@@ -1,7 +1,10 @@
 """TaintToleration — respect node taints, as kube-scheduler's plugin of the same name.
 
 Filter: rejects a node carrying a `NoSchedule` or `NoExecute` taint the pod does not tolerate.
-Reason (the node's first such taint): "node(s) had untolerated taint {key: value}".
+Reason: "node(s) had untolerated taint(s)" (kube v1.36 no longer names the taint in it), kube's
+UnschedulableAndUnresolvable: preemption never evicts pods for it. Tolerations with the numeric
+operators `Gt`/`Lt` tolerate nothing, as in kube-scheduler v1.36 with its alpha
+TaintTolerationComparisonOperators gate off (the default).
 
 Score: counts the node's `PreferNoSchedule` taints that the pod's tolerations (those with
 effect `PreferNoSchedule` or no effect) do not tolerate; fewer is better. Normalised as
@@ -23,7 +26,6 @@ Example profile::
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import ClassVar
 
 import numpy as np
@@ -53,6 +55,7 @@ def intolerable_preferences(taints: tuple[Taint, ...], tolerations: tuple[Tolera
 
 class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
     name: ClassVar[str] = "TaintToleration"
+    reason: ClassVar[str] = "node(s) had untolerated taint(s)"
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         groups = cluster.taint_groups
@@ -64,16 +67,6 @@ class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
             count=len(groups),
         )
         return group_ok[cluster.taint_group[: cluster.size]]
-
-    def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        per_group = np.bincount(cluster.taint_group[rejected], minlength=len(cluster.taint_groups))
-        for group in np.flatnonzero(per_group):
-            taint = first_untolerated(cluster.taint_groups[group], pod.tolerations)
-            if taint is not None:
-                reason = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
-                counts[reason] += int(per_group[group])
-        return counts
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
         per_group = np.fromiter(

@@ -11,8 +11,8 @@ Pod-level (kube's PreFilter), each making the pod unschedulable on every node:
 
 Per node (kube's Filter, `FindPodVolumes`):
 
-- a bound claim's volume must admit the node (its `nodeAffinity`) — "node(s) had volume node
-  affinity conflict"; a volume that does not exist — "node(s) unavailable due to one or more pvc(s)
+- a bound claim's volume must admit the node (its `nodeAffinity`) — "node(s) didn't match
+  PersistentVolume's node affinity"; a volume that does not exist — "node(s) unavailable due to one or more pvc(s)
   bound to non-existent pv(s)";
 - an unbound `WaitForFirstConsumer` claim needs, on the node, an Available volume of its class that
   fits it (size, access modes, volume mode, selector, node affinity; one pre-bound to the claim
@@ -24,8 +24,32 @@ Per node (kube's Filter, `FindPodVolumes`):
 
 Reserve: on the chosen node, each matched volume is assumed bound to its claim (`claimRef`) and each
 claim to provision is assumed annotated with the node, in the catalog (kube's assume cache), so the
-next pod never gets the same volume; the `VolumeBindings` go with the decision to the operator, which
-writes them before binding the pod (kube's PreBind), and to `placer simulate`'s `volumes`.
+next pod never gets the same volume; the `VolumeBindings` go with the decision to PreBind, and to
+`placer simulate`'s `volumes`.
+
+PreBind (kube's `BindPodVolumes`), carried out by the operator's binding cycle before the pod is
+bound, holding no bind slot while it waits:
+
+- a static binding: the PV's `spec.claimRef` names the claim (apiVersion, kind, namespace, name,
+  uid, resourceVersion, as kube's `GetBindVolumeToClaim`), with `pv.kubernetes.io/bound-by-controller`
+  when the PV was not pre-bound to it. A JSON merge patch with the resourceVersion the decision saw
+  as its precondition: kube Updates the PV it has cached, the same optimistic concurrency in one call
+  (a PV taken meanwhile, e.g. by another scheduler, is a 409, never given twice);
+- a dynamic one: the claim's `volume.kubernetes.io/selected-node: NODE` annotation (merge patch, same
+  precondition), which the external provisioner acts on.
+
+Nothing is written when the API server's copy already says so; a 409 whose object already carries
+what was written (a retried write whose first attempt landed) counts as written. Then every claim
+must be *fully bound* (`spec.volumeName` and `pv.kubernetes.io/bind-completed`, written by the PV
+controller), checked as kube's `checkBindings` against the API server's copies the watches feed
+(`Catalog.server_copy`) whenever a claim, volume or the node changes, and once a second. It fails at
+once when a provisioner gave up (it removes the annotation: `provisioning failed for PVC "NAME"`), a
+PV's claimRef was reset, a volume does not admit the node, or the node is gone; and after the
+operator's `pre_bind_timeout` (kube's `bindTimeoutSeconds`, 600 s): `timed out waiting for the
+condition`. When the binding fails, the annotations this attempt set are removed again if the claim
+still carries them for this node and is not bound yet, so the pod may be placed elsewhere (kube
+leaves the annotation, pinning the claim to that node). A PV's claimRef stays, as in kube: the PV
+controller completes that binding whatever becomes of the pod.
 
 Not modelled: CSIStorageCapacity (a provisioning class is assumed to have room), and the volume
 capacity score (a kube alpha feature).
@@ -42,17 +66,32 @@ Example profile (the default profile has it as a filter)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs, ReservePlugin, StaticCache
+from placer.engine.framework import (
+    ClusterEvent,
+    FilterPlugin,
+    NoArgs,
+    ObjectRef,
+    PreBind,
+    PreBindError,
+    PreBindPlugin,
+    ReservePlugin,
+    StaticCache,
+    WaitFor,
+    Write,
+)
 from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm, PodInfo
 from placer.engine.storage import (
+    SELECTED_NODE,
     ClaimInfo,
     StorageClassInfo,
     VolumeBindings,
@@ -61,16 +100,21 @@ from placer.engine.storage import (
 )
 from placer.plugins._selectors import term_mask
 
-__all__ = ["VolumeBinding"]
+__all__ = ["BOUND_BY_CONTROLLER", "TIMED_OUT", "VolumeBinding", "claim_reference"]
 
 CLAIM = "PersistentVolumeClaim"
 VOLUME = "PersistentVolume"
 CLASS = "StorageClass"
 
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
-NODE_CONFLICT = "node(s) had volume node affinity conflict"
+NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+TIMED_OUT = "timed out waiting for the condition"  # kube's wait.ErrWaitTimeout
+# what may end a wait for the volumes: a claim or volume written, the node changed or gone (the pod
+# itself is watched by the binding cycle)
+BIND_WAKE = frozenset({CLAIM, VOLUME, ClusterEvent.NODE_UPDATE, ClusterEvent.NODE_DELETE})
 # bits of a node's code, in kube's order of reasons
 REASON_BITS = ((1, NODE_CONFLICT), (2, BIND_CONFLICT), (4, PV_NOT_EXIST))
 
@@ -88,11 +132,12 @@ class _Plan:
     provision: list[ClaimInfo] = field(default_factory=list)  # claims already annotated for a node
 
 
-class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs]):
+class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs], PreBindPlugin[NoArgs]):
     name: ClassVar[str] = "VolumeBinding"
     events: ClassVar[frozenset[str]] = frozenset(
         {ClusterEvent.NODE, CLAIM, VOLUME, CLASS, "CSINode"}
     )
+    metric: ClassVar[str] = "volume_binds"  # placer_volume_binds_total, placer_volume_binds_waiting
 
     def __init__(self, args: NoArgs) -> None:
         super().__init__(args)
@@ -324,3 +369,150 @@ class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs]):
             catalog.restore(VOLUME, "", volume.name)
         for claim in reservation.dynamic:
             catalog.restore(CLAIM, claim.namespace, claim.name)
+
+    # ----------------------------------------------------------------- prebind
+
+    def pre_bind(self, pod: PodInfo, cluster: ClusterState, node: str, reservation: Any) -> PreBind | None:
+        """The claimRef and selected-node writes of what `reserve` held, then the wait until every
+        claim is fully bound (kube's BindPodVolumes)."""
+        if not isinstance(reservation, VolumeBindings) or not (reservation.static or reservation.dynamic):
+            return None
+        catalog = cluster.catalog
+        writes: list[Write] = []
+        for claim, volume in reservation.static:
+            api: VolumeInfo | None = catalog.server_copy(VOLUME, volume.name)
+            if api is not None and claim.uid and api.claim == (claim.namespace, claim.name, claim.uid):
+                continue  # bound to the claim already: kube's Update would change nothing
+            patch: dict[str, Any] = {"spec": {"claimRef": claim_reference(claim)}}
+            if api is None or not api.bound_to(claim):
+                patch["metadata"] = {"annotations": {BOUND_BY_CONTROLLER: "yes"}}
+            writes.append(Write(
+                volume_ref(volume.name), patch, resource_version=volume.resource_version,
+                landed=functools.partial(_volume_bound_to, claim),
+            ))
+        for claim in reservation.dynamic:
+            api_claim: ClaimInfo | None = catalog.server_copy(CLAIM, claim.name, claim.namespace)
+            if api_claim is not None and api_claim.selected_node == node:
+                continue  # annotated for this node already (by an earlier attempt, or by hand)
+            writes.append(Write(
+                claim_ref(claim), {"metadata": {"annotations": {SELECTED_NODE: node}}},
+                resource_version=claim.resource_version,
+                landed=functools.partial(_selects, node), undo=functools.partial(_unselect, claim, node),
+            ))
+        check = functools.partial(_check, reservation)
+        return PreBind(tuple(writes), WaitFor(check, BIND_WAKE, timeout_message=f"binding volumes: {TIMED_OUT}"))
+
+
+def volume_ref(name: str) -> ObjectRef:
+    return ObjectRef("v1", VOLUME, "persistentvolumes", name)
+
+
+def claim_ref(claim: ClaimInfo) -> ObjectRef:
+    return ObjectRef("v1", CLAIM, "persistentvolumeclaims", claim.name, claim.namespace)
+
+
+def claim_reference(claim: ClaimInfo) -> dict[str, Any]:
+    """The claimRef kube writes (`reference.GetReference` of the claim); `fieldPath: null` so that a
+    merge patch replaces a user's pre-binding reference rather than merging into it."""
+    ref: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": claim.namespace,
+        "name": claim.name,
+    }
+    if claim.uid:  # (every claim the API server holds has one)
+        ref["uid"] = claim.uid
+    if claim.resource_version:
+        ref["resourceVersion"] = claim.resource_version
+    ref["fieldPath"] = None
+    return ref
+
+
+def _section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = raw.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _volume_bound_to(claim: ClaimInfo, raw: Mapping[str, Any]) -> bool:
+    """Whether the PV (as the API server holds it) is bound to the claim already."""
+    ref = _section(_section(raw, "spec"), "claimRef")
+    return bool(claim.uid) and (ref.get("namespace"), ref.get("name"), ref.get("uid")) == (
+        claim.namespace, claim.name, claim.uid)
+
+
+def _selects(node: str, raw: Mapping[str, Any]) -> bool:
+    """Whether the claim (as the API server holds it) is annotated for `node` already."""
+    return _section(_section(raw, "metadata"), "annotations").get(SELECTED_NODE) == node
+
+
+def _unselect(claim: ClaimInfo, node: str, raw: Mapping[str, Any]) -> Write | None:
+    """Undo of the selected-node annotation: only while the claim still carries it for `node` and
+    is not bound (else it is not ours any more, or there is nothing to undo)."""
+    if not _selects(node, raw) or _section(raw, "spec").get("volumeName"):
+        return None
+    return Write(claim_ref(claim), {"metadata": {"annotations": {SELECTED_NODE: None}}})
+
+
+def _older(version: str, than: str) -> bool:
+    """Whether resourceVersion `version` is older than `than` (only when both are numbers)."""
+    return bool(than) and version.isdigit() and than.isdigit() and int(version) < int(than)
+
+
+def _check(bindings: VolumeBindings, cluster: ClusterState, written: Mapping[ObjectRef, str]) -> bool:
+    """kube's `checkBindings`: True when every claim is fully bound, False while waiting;
+    PreBindError when it cannot be any more."""
+    catalog = cluster.catalog
+    node = bindings.node
+    slot = cluster.index.get(node)
+    if slot is None or cluster.node(node) is None:
+        raise PreBindError(f'binding volumes: failed to get node "{node}": node "{node}" not found')
+    for claim, volume in bindings.static:
+        pv: VolumeInfo | None = catalog.server_copy(VOLUME, volume.name)
+        if pv is None:
+            raise PreBindError(
+                f'binding volumes: failed to check binding: could not find v1.PersistentVolume "{volume.name}"')
+        pvc: ClaimInfo | None = catalog.server_copy(CLAIM, claim.name, claim.namespace)
+        if pvc is None:
+            raise PreBindError(
+                f'binding volumes: failed to check binding: could not find v1.PersistentVolumeClaim "{claim.key}"')
+        if _older(pv.resource_version, written.get(volume_ref(volume.name), "")):
+            return False  # our write has not come back through the watch yet
+        _check_affinity(cluster, pv, node, slot)
+        if pv.claim is None or not pv.claim[2]:
+            raise PreBindError(f'binding volumes: ClaimRef got reset for pv "{pv.name}"')
+        if not pvc.fully_bound:
+            return False
+    for claim in bindings.dynamic:
+        pvc = catalog.server_copy(CLAIM, claim.name, claim.namespace)
+        if pvc is None:
+            raise PreBindError(
+                'binding volumes: failed to check provisioning pvc: could not find '
+                f'v1.PersistentVolumeClaim "{claim.key}"')
+        if _older(pvc.resource_version, written.get(claim_ref(claim), "")):
+            return False
+        if pvc.selected_node != node:  # a provisioner that gives up removes it, for a retry
+            raise PreBindError(f'binding volumes: provisioning failed for PVC "{pvc.name}"')
+        if pvc.volume_name:
+            pv = catalog.server_copy(VOLUME, pvc.volume_name)
+            if pv is None:
+                return False  # not seen yet (or deleted: the claim is unbound then)
+            _check_affinity(cluster, pv, node, slot)
+        if not pvc.fully_bound:
+            return False
+    return True
+
+
+def _check_affinity(cluster: ClusterState, pv: VolumeInfo, node: str, slot: int) -> None:
+    """kube's `CheckNodeAffinity`: a node of labels only, so `matchFields` are ignored (a term of
+    them alone admits every node), as the filter does."""
+    terms = pv.node_affinity
+    if terms is None:
+        return
+    for term in terms:
+        if term.expressions:
+            if term_mask(cluster, NodeSelectorTerm(term.expressions, ()))[slot]:
+                return
+        elif term.fields:
+            return
+    raise PreBindError(f'binding volumes: pv "{pv.name}" node affinity doesn\'t match node "{node}": '
+                       "no matching NodeSelectorTerms")

@@ -13,7 +13,9 @@
 - Reserve / Unreserve through `Scheduler.assume` / `forget`: the `VolumeBindings` (`as_json`), the
   catalog while assumed, the race of two pods for one PV, `forget` restoring both kinds, an API
   server copy replacing (or not) an assumption;
-- `placer simulate`'s `volumes`.
+- `placer simulate`'s `volumes`;
+- PreBind (`BindPodVolumes`): the writes it asks for (claimRef, selected-node, nothing the API server
+  already shows), how each is recognised on a 409 and undone, and the wait's check (`checkBindings`).
 
 Every node here has room for every pod: NodeResourcesFit only shows that a node's reasons come from
 the first filter that rejects it.
@@ -32,6 +34,7 @@ import pytest
 
 from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
+from placer.engine.framework import PreBindError
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
 from placer.engine.objects import parse_node
 from placer.engine.profile import API_VERSION, KIND, Profile
@@ -59,7 +62,7 @@ from placer.testing import (
 )
 
 BIND = "node(s) didn't find available persistent volumes to bind"
-NODE_CONFLICT = "node(s) had volume node affinity conflict"
+NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
@@ -842,3 +845,84 @@ def test_simulate_lists_the_volumes() -> None:
     assert placements["default/p3-late"]["volumes"] == []
     assert result["summary"] == {"pods": 3, "scheduled": 2, "unschedulable": 1}
     assert simulation.cluster.catalog.get(PV, "pv-local").claim == ("default", "data", "uid-claim-data")
+
+
+# ----------------------------------------------------------------------------- PreBind (BindPodVolumes)
+
+
+def pre_bind(placed: Placed) -> Any:
+    plan = binding_plugin().pre_bind(placed.pod, placed.state, placed.decision.node or "", placed.bindings)
+    assert plan is not None and plan.wait is not None
+    return plan
+
+
+def served(state: ClusterState, obj: dict[str, Any]) -> None:
+    """What the watch brings: the API server's copy of an object (it replaces an older assumption)."""
+    upsert_object(state.catalog, KINDS_BY_NAME[obj["kind"]], obj)
+
+
+def test_pre_bind_has_nothing_to_do_without_claims_to_bind() -> None:
+    state = cluster(LOCAL, bound_claim("data", "pv-a"), volume("pv-a", "local", nodes=["a"]))
+    placed = Placed(state, web("data"))
+    assert placed.bindings is None
+    assert binding_plugin().pre_bind(placed.pod, state, "a", None) is None
+
+
+def test_pre_bind_writes_the_claim_ref_then_waits_for_the_pv_controller() -> None:
+    state = cluster(LOCAL, claim("data", "local"), with_version(volume("pv-b", "local", nodes=["b"]), "7"))
+    placed = Placed(state, web("data"))
+    plan = pre_bind(placed)
+    [write] = plan.writes
+    assert (write.target.path(), write.patch_type, write.resource_version) == (
+        "/api/v1/persistentvolumes/pv-b", "merge", "7")
+    assert write.body() == {
+        "spec": {"claimRef": {"apiVersion": "v1", "kind": PVC, "namespace": "default", "name": "data",
+                              "uid": "uid-claim-data", "fieldPath": None}},
+        "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}, "resourceVersion": "7"},
+    }
+    assert write.undo is None  # a claimRef stays, as in kube
+    bound_pv = {"spec": {"claimRef": {"namespace": "default", "name": "data", "uid": "uid-claim-data"}}}
+    assert write.landed is not None and write.landed(bound_pv) and not write.landed({"spec": {}})
+    written = {write.target: "8"}  # what our write left the PV at
+    assert plan.wait.check(state, written) is False  # not back through the watch yet
+    served(state, with_version(claim_ref(volume("pv-b", "local", nodes=["b"]), "data", "uid-claim-data"), "8"))
+    assert plan.wait.check(state, written) is False  # the claim is not bound yet
+    served(state, bound_claim("data", "pv-b"))
+    assert plan.wait.check(state, written) is True
+    assert plan.wait.timeout_message == "binding volumes: timed out waiting for the condition"
+
+
+def test_pre_bind_annotates_a_claim_to_provision_and_undoes_only_its_own_annotation() -> None:
+    state = cluster(STANDARD, claim("data", "standard"))
+    placed = Placed(state, web("data"), "c")
+    [write] = pre_bind(placed).writes
+    assert write.target.path() == "/api/v1/namespaces/default/persistentvolumeclaims/data"
+    assert write.body()["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": "c"}
+    assert write.undo is not None
+    ours = {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "c"}}, "spec": {}}
+    undo = write.undo(ours)
+    assert undo is not None
+    assert undo.patch == {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": None}}}
+    assert write.undo({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "a"}}}) is None
+    assert write.undo({**ours, "spec": {"volumeName": "pvc-1"}}) is None  # bound meanwhile: it stays
+
+
+def test_pre_bind_writes_nothing_the_api_server_already_shows() -> None:
+    state = cluster(STANDARD, claim("data", "standard", selected_node="b"))
+    placed = Placed(state, web("data"))
+    plan = pre_bind(placed)
+    assert plan.writes == () and plan.wait is not None
+
+
+def test_pre_bind_wait_fails_when_the_provisioner_gives_up_or_the_node_goes() -> None:
+    state = cluster(STANDARD, claim("data", "standard"))
+    placed = Placed(state, web("data"), "c")
+    plan = pre_bind(placed)
+    served(state, with_version(claim("data", "standard", selected_node="c"), "20"))
+    assert plan.wait.check(state, {}) is False  # provisioning
+    served(state, with_version(claim("data", "standard"), "21"))  # the annotation removed: it gave up
+    with pytest.raises(PreBindError, match=r'^binding volumes: provisioning failed for PVC "data"$'):
+        plan.wait.check(state, {})
+    state.remove_node("c")
+    with pytest.raises(PreBindError, match='failed to get node "c": node "c" not found'):
+        plan.wait.check(state, {})

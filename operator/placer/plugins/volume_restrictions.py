@@ -9,8 +9,8 @@ What it does, per node, in kube's order:
    (kube's `isVolumeConflict`). Reason: "node(s) had no available disk";
 2. `ReadWriteOncePod` claims: when a claim the pod mounts has that access mode and another counted
    pod, on any node, already uses it, every node is rejected (modern kube's Filter, Unschedulable,
-   so preemption may evict that pod where it runs). Reason: "node has pod using
-   PersistentVolumeClaim with the same name and ReadWriteOncePod access mode".
+   so preemption may evict that pod where it runs). Reason (kube v1.36): "node(s) unavailable due to
+   PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod".
 
 Pod-level (kube's PreFilter): a claim the pod mounts (`persistentVolumeClaim` volumes) that does not
 exist — `persistentvolumeclaim "NAME" not found`.
@@ -49,7 +49,7 @@ CLAIM = "PersistentVolumeClaim"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 DISK_CONFLICT = "node(s) had no available disk"
 READ_WRITE_ONCE_POD_CONFLICT = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod"
 )
 # the inline disks kube checks for conflicts (kube's `needsRestrictionsCheck`)
 CHECKED_PLUGINS = frozenset({GCE_PD, AWS_EBS, RBD, ISCSI})

@@ -27,7 +27,9 @@ from placer.testing import (
 
 RESTRICTIONS = make_plugin("VolumeRestrictions")
 DISK = "node(s) had no available disk"
-RWOP = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+RWOP = (
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod"
+)
 
 
 def gce(pd: str, read_only: bool = False) -> dict[str, Any]:
@@ -235,8 +237,8 @@ def test_disk_conflicts_come_first() -> None:
     wanted = pod("p", claims=["solo"], volumes=[ebs("vol-1")])
     decision = decide(make_profile(filters=[{"name": "VolumeRestrictions"}], scores=[]), wanted, cluster)
     assert decision.reasons == {DISK: 1, RWOP: 1}
-    # the pairs sorted as strings, as kube: "1 node has" sorts before "1 node(s)"
-    assert decision.message == f"0/2 nodes are available: 1 {RWOP}, 1 {DISK}."
+    # the pairs sorted as strings, as kube: "1 node(s) had" before "1 node(s) unavailable"
+    assert decision.message == f"0/2 nodes are available: 1 {DISK}, 1 {RWOP}."
 
 
 def test_a_generic_ephemeral_volumes_claim_is_not_counted_as_in_use() -> None:

@@ -9,10 +9,15 @@ empty entry is ignored). A volume labelled with a beta key also accepts the node
 the node lacks the beta one (not the other way round, as kube). A node with none of the four labels
 passes (a single-zone cluster). Reason: "node(s) had no available volume zone".
 
-Claims not bound yet are skipped: WaitForFirstConsumer ones get their zone when VolumeBinding picks
-the node, Immediate ones are VolumeBinding's business. Pod-level (kube's PreFilter), the pod fits
+Claims of a WaitForFirstConsumer class not bound yet are skipped: they get their zone when
+VolumeBinding picks the node. Pod-level (kube's PreFilter, UnschedulableAndUnresolvable), the pod fits
 nowhere: a claim that does not exist — `persistentvolumeclaim "NAME" not found`; a bound claim whose
-volume does not exist — `persistentvolume "NAME" not found`.
+volume does not exist — `persistentvolume "NAME" not found`; an unbound claim without a class —
+"PersistentVolumeClaim had no pv name and storageClass name"; whose class does not exist —
+`storageclasses.storage.k8s.io "NAME" not found`; whose class has no `volumeBindingMode` (the API
+server always sets one) — `VolumeBindingMode not set for StorageClass "NAME"`; of any other class
+(Immediate) — "PersistentVolume had no name". (In the default profile VolumeBinding, which comes
+first, already rejects such a pod for its unbound immediate claim.)
 
 The node mask of a set of volume topologies is computed once from the label columns and cached until
 a node changes; what a pod's claims resolve to is read afresh each cycle, so a relabelled or rebound
@@ -37,7 +42,7 @@ import numpy as np
 from placer.engine.cluster import REGION_LABELS, ZONE_LABELS, ClusterState
 from placer.engine.framework import ClusterEvent, CycleMemo, FilterPlugin, NoArgs, StaticCache
 from placer.engine.objects import PodInfo
-from placer.engine.storage import ClaimInfo, VolumeInfo
+from placer.engine.storage import ClaimInfo, StorageClassInfo, VolumeInfo
 
 __all__ = ["VolumeZone", "label_zones"]
 
@@ -102,7 +107,10 @@ class VolumeZone(FilterPlugin[NoArgs]):
                 reason = f'persistentvolumeclaim "{ref.name}" not found'
                 break
             if not claim.volume_name:
-                continue  # WaitForFirstConsumer: the zone comes with the node; Immediate: VolumeBinding's
+                reason = self._unbound(claim, cluster)
+                if reason is None:
+                    continue  # WaitForFirstConsumer: the zone comes with the node
+                break
             volume: VolumeInfo | None = catalog.get(VOLUME, claim.volume_name)
             if volume is None:
                 reason = f'persistentvolume "{claim.volume_name}" not found'
@@ -110,6 +118,20 @@ class VolumeZone(FilterPlugin[NoArgs]):
             topologies.extend(volume_topologies(volume))
         result = (reason, () if reason is not None else tuple(topologies))
         return self._memo.put(pod, cluster, result)
+
+    @staticmethod
+    def _unbound(claim: ClaimInfo, cluster: ClusterState) -> str | None:
+        """kube's `getPVbyPod` on a claim without a volume: None for a WaitForFirstConsumer class."""
+        if not claim.storage_class:
+            return "PersistentVolumeClaim had no pv name and storageClass name"
+        storage_class: StorageClassInfo | None = cluster.catalog.get(CLASS, claim.storage_class)
+        if storage_class is None:
+            return f'storageclasses.storage.k8s.io "{claim.storage_class}" not found'
+        if not storage_class.binding_mode:
+            return f'VolumeBindingMode not set for StorageClass "{claim.storage_class}"'
+        if storage_class.delays_binding:
+            return None
+        return "PersistentVolume had no name"
 
     def _mask(self, cluster: ClusterState, topologies: tuple[Topology, ...]) -> np.ndarray:
         """The nodes that match every topology (kube's Filter), cached until a node changes."""

@@ -146,26 +146,62 @@ def test_missing_claim_and_missing_volume_are_pod_level() -> None:
         'persistentvolume "Vol_not_exist" not found': 2}
 
 
+def with_binding_cluster(*extra: dict[str, Any]) -> Any:
+    """kube's TestWithBinding: Class_Immediate has no volumeBindingMode, Class_Wait waits, Class_0
+    does not exist."""
+    immediate = storage_class_obj("Class_Immediate")
+    del immediate["volumeBindingMode"]
+    return cluster_of(
+        [node("host1", labels={BETA_ZONE: "us-west1-a", "uselessLabel": "none"})],
+        objects=[*objects(), immediate, storage_class_obj("Class_Wait"), claim("PVC_NoSC", "Class_0"),
+                 claim("PVC_EmptySC", None), claim("PVC_WaitSC", "Class_Wait"),
+                 claim("PVC_ImmediateSC", "Class_Immediate"), *extra],
+    )
+
+
+# TestWithBinding (kube v1.36): an unbound claim is the pod's problem unless its class waits
 @pytest.mark.parametrize(
-    "unbound",
+    ("claim_name", "pod_reason"),
     [
-        claim("PVC_WaitSC", "Class_Wait"),  # WaitForFirstConsumer: its zone comes with the node
-        claim("PVC_ImmediateSC", "Class_Immediate"),  # Immediate: VolumeBinding's rejection
-        claim("PVC_EmptySC", None),  # no class: VolumeBinding's too
-        claim("PVC_NoSC", "Class_0"),  # a class that does not exist: VolumeBinding's too
+        ("PVC_1", None),  # label zone failure domain matched
+        ("PVC_EmptySC", "PersistentVolumeClaim had no pv name and storageClass name"),
+        ("PVC_NoSC", 'storageclasses.storage.k8s.io "Class_0" not found'),
+        ("PVC_ImmediateSC", 'VolumeBindingMode not set for StorageClass "Class_Immediate"'),
+        ("PVC_WaitSC", None),  # Skip: the zone comes with the node VolumeBinding picks
     ],
 )
-def test_unbound_claims_are_skipped(unbound: dict[str, Any]) -> None:
-    classes = [storage_class_obj("Class_Wait"), storage_class_obj("Class_Immediate", wait_for_first_consumer=False)]
-    cluster = cluster_of([node("host1", labels={BETA_ZONE: "us-west1-a"})],
-                         objects=[*objects(), *classes, unbound])
-    name = unbound["metadata"]["name"]
-    info = parse_pod(pod("pod_1", claims=[name]))
-    assert ZONE.pre_filter(info, cluster) is None
-    assert ZONE.filter(info, cluster) is None
+def test_kube_with_binding_rows(claim_name: str, pod_reason: str | None) -> None:
+    cluster = with_binding_cluster()
+    info = parse_pod(pod("pod_1", claims=[claim_name]))
+    assert ZONE.pre_filter(info, cluster) == pod_reason
+    assert filter_result(ZONE, info, cluster) == {"host1": pod_reason is None}
+    if claim_name == "PVC_WaitSC":
+        assert ZONE.filter(info, cluster) is None
+    if pod_reason is not None:
+        decision = decide(make_profile(filters=[{"name": "VolumeZone"}], scores=[]), info, cluster)
+        assert decision.message == f"0/1 nodes are available: {pod_reason}."
+        rejected = ZONE.filter(info, cluster)
+        assert rejected is not None
+        assert ZONE.reason_counts(info, cluster, (~rejected).nonzero()[0]) == {pod_reason: 1}
+
+
+def test_unbound_claim_of_an_immediate_class() -> None:
+    """A class the API server defaulted to Immediate: the PV controller has not bound the claim."""
+    cluster = with_binding_cluster(storage_class_obj("fast", wait_for_first_consumer=False), claim("PVC_Fast", "fast"))
+    assert ZONE.pre_filter(parse_pod(pod("pod_1", claims=["PVC_Fast"])), cluster) == "PersistentVolume had no name"
+    # in the default profile VolumeBinding, before it, rejects the pod with its own words
+    decision = decide(make_profile(), pod("pod_1", claims=["PVC_Fast"]), cluster)
+    assert decision.message == "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+
+
+def test_waiting_claims_beside_bound_ones() -> None:
+    cluster = with_binding_cluster()
     # beside a bound claim, only the bound one decides
-    assert filter_result(ZONE, pod("pod_1", claims=[name, "PVC_Stable_1"]), cluster) == {"host1": False}
-    assert filter_result(ZONE, pod("pod_1", claims=[name, "PVC_1"]), cluster) == {"host1": True}
+    assert filter_result(ZONE, pod("pod_1", claims=["PVC_WaitSC", "PVC_Stable_1"]), cluster) == {"host1": False}
+    assert filter_result(ZONE, pod("pod_1", claims=["PVC_WaitSC", "PVC_1"]), cluster) == {"host1": True}
+    # the first claim that is the pod's problem decides, in the pod's order
+    assert ZONE.pre_filter(parse_pod(pod("pod_1", claims=["PVC_1", "PVC_NoSC", "PVC_EmptySC"])), cluster) == (
+        'storageclasses.storage.k8s.io "Class_0" not found')
 
 
 def test_pods_without_claims_and_ephemeral_volumes_are_not_filtered() -> None:

@@ -1,0 +1,612 @@
+"""DynamicResources — a pod's ResourceClaims (Dynamic Resource Allocation, `resource.k8s.io/v1`), as
+kube-scheduler v1.36's plugin of that name: the scheduler allocates the devices.
+
+Pod-level (kube's PreEnqueue and PreFilter), each making the pod unschedulable on every node with
+kube's words:
+
+- its claims: `spec.resourceClaims[].resourceClaimName`, or for a `resourceClaimTemplateName` the
+  claim recorded in `status.resourceClaimStatuses` — `pod "NS/NAME": ResourceClaim not created yet`
+  while there is none; a claim that does not exist — `could not find ResourceClaim "NS/NAME"`;
+  one being deleted — `resourceclaim "NAME" is being deleted`; a template's claim the pod does not
+  control — `ResourceClaim NS/NAME was not created for Pod NS/POD (Pod is not owner)`;
+- an unallocated claim another pod's allocation is in flight for — `resource claim NS/NAME is in
+  the process of being allocated`; a request naming a DeviceClass that does not exist —
+  `request NAME: device class CLASS does not exist`;
+- an error kube's allocator reports (it aborts the attempt there): a CEL runtime error
+  (`claim NS/NAME: selector #0: CEL runtime error: no such key: model`), a request over the
+  32-device limit, `allocationMode: All` over a pool being updated, ...
+
+Per node (kube's Filter), both UnschedulableAndUnresolvable (preemption cannot help):
+
+- an allocated claim's `status.allocation.nodeSelector` must admit the node — "resourceclaim not
+  available on the node";
+- the unallocated claims must be allocatable together from the devices the node reaches
+  (`placer.engine.allocator`: classes' and requests' CEL selectors, `count`, `allocationMode: All`,
+  `matchAttribute` constraints, `firstAvailable` alternatives, device taints and the requests'
+  tolerations, devices other claims hold or this scheduler assumed unavailable) — "cannot allocate
+  all claims" ("invalid resource pools were encountered" when a reachable pool is invalid).
+
+Score (kube's): a node where a `firstAvailable` request gets an earlier alternative is better
+(8 - index per request), normalised by the maximum.
+
+Reserve: the devices chosen on the node are assumed in the catalog — the claim shows the allocation
+(and kube's finalizer), marked in flight — so the next pod never gets them; Unreserve restores the
+claim. PreBind (the operator, before binding the pod): the finalizer
+`resource.kubernetes.io/delete-protection`, then `status.allocation` and `status.reservedFor`
+(the pod), each with a precondition, both undone if the binding fails (`pre_bind`, `prebind_writes`).
+`placer simulate` lists the devices each placement allocates (`DeviceReservation.as_json`).
+
+Not modelled: extended resources backed by a DeviceClass (`extendedResourceName`), PodGroup
+claims, binding conditions, consumable capacity, kube's PostFilter deallocation of a claim whose
+node selector fits no node.
+
+Args: none.
+
+Example profile (the default profile has it as a filter and a score of weight 2)::
+
+    spec:
+      schedulerName: gpu-scheduler
+      filters: [{name: NodeResourcesFit}, {name: DynamicResources}]
+      scores: [{name: DynamicResources, weight: 2}, {name: NodeResourcesFit}]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from placer.engine.allocator import (
+    AllocationError,
+    AllocationResult,
+    Allocator,
+    InvalidPools,
+    single_request_result,
+)
+from placer.engine.cluster import ClusterState
+from placer.engine.device_index import CLAIM, CLASS, SLICE, DeviceIndex, device_index
+from placer.engine.devices import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    DELETE_PROTECTION,
+    EXACT_COUNT,
+    FIRST_AVAILABLE_MAX_SIZE,
+    Allocation,
+    ConsumerRef,
+    DeviceClassInfo,
+    DeviceResult,
+    ResourceClaimInfo,
+    SubRequest,
+)
+from placer.engine.framework import (
+    JSON_PATCH,
+    ClusterEvent,
+    FilterPlugin,
+    NoArgs,
+    ObjectRef,
+    PreBind,
+    PreBindPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    Write,
+    default_normalize,
+)
+from placer.engine.objects import PodInfo
+from placer.plugins._selectors import term_mask
+
+__all__ = [
+    "CANNOT_ALLOCATE",
+    "NOT_AVAILABLE",
+    "ClaimReservation",
+    "DeviceReservation",
+    "DynamicResources",
+    "claim_object",
+    "prebind_writes",
+    "release_pod",
+    "settle",
+]
+
+NOT_AVAILABLE = "resourceclaim not available on the node"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+INVALID_POOLS = "invalid resource pools were encountered"
+# a node's code, and its reason
+REASONS = {1: NOT_AVAILABLE, 2: CANNOT_ALLOCATE, 3: INVALID_POOLS}
+
+
+# ------------------------------------------------------------------------------------ reservations
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimReservation:
+    """One claim of a pod placed on a node: what PreBind writes to it (kube's `bindClaim`)."""
+
+    claim: ResourceClaimInfo  # as the API server last said (resourceVersion, finalizers, status)
+    #: `status.allocation` to write (the API's JSON); None: the claim is allocated already, only
+    #: `reservedFor` gets the pod
+    allocation: Mapping[str, Any] | None
+    consumer: ConsumerRef  # the `status.reservedFor` entry of the pod
+
+    @property
+    def key(self) -> str:
+        return self.claim.key
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceReservation:
+    """What DynamicResources reserved for a pod on its node (kube's per-pod state from Reserve to
+    PreBind): every claim to allocate or to reserve, in the pod's order."""
+
+    node: str
+    pod: str  # NS/NAME
+    claims: tuple[ClaimReservation, ...] = ()
+
+    def as_json(self) -> list[dict[str, Any]]:
+        """`placer simulate`'s `devices`: the devices this placement allocated, claim by claim."""
+        out = []
+        for claim in self.claims:
+            if claim.allocation is None:
+                continue
+            for result in claim.allocation.get("devices", {}).get("results", []):
+                out.append({"claim": claim.key, "request": result["request"], "driver": result["driver"],
+                            "pool": result["pool"], "device": result["device"]})
+        return out
+
+
+def claim_object(claim: ResourceClaimInfo) -> ObjectRef:
+    return ObjectRef("resource.k8s.io/v1", CLAIM, "resourceclaims", claim.name, claim.namespace)
+
+
+def _reserved(raw: Mapping[str, Any], uid: str) -> bool:
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    return any(isinstance(r, Mapping) and r.get("uid") == uid for r in status.get("reservedFor") or [])
+
+
+def _allocated_as(raw: Mapping[str, Any], allocation: Mapping[str, Any]) -> bool:
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    current = status.get("allocation")
+    if not isinstance(current, Mapping):
+        return False
+    mine = allocation.get("devices", {}).get("results", [])
+    theirs = (current.get("devices") or {}).get("results") or []
+    key = ("request", "driver", "pool", "device")
+    return [tuple(r.get(k) for k in key) for r in theirs] == [tuple(r.get(k) for k in key) for r in mine]
+
+
+def _has_finalizer(raw: Mapping[str, Any]) -> bool:
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
+    return DELETE_PROTECTION in (meta.get("finalizers") or [])
+
+
+def _landed(reservation: ClaimReservation, raw: Mapping[str, Any]) -> bool:
+    """Whether the claim (as the API server holds it) has our allocation and reservation already."""
+    if not _reserved(raw, reservation.consumer.uid):
+        return False
+    return reservation.allocation is None or _allocated_as(raw, reservation.allocation)
+
+
+def _undo_status(reservation: ClaimReservation, raw: Mapping[str, Any]) -> Write | None:
+    """Take the pod out of `reservedFor`, and the allocation too when we made it and nobody else
+    holds the claim (kube's Unreserve removes the reservation; a claim allocated for a pod that was
+    not bound is deallocated at once here rather than by the resourceclaim controller)."""
+    if not _reserved(raw, reservation.consumer.uid):
+        return None
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    others = [r for r in status.get("reservedFor") or [] if not (isinstance(r, Mapping) and
+                                                                  r.get("uid") == reservation.consumer.uid)]
+    patch: dict[str, Any] = {"reservedFor": others or None}
+    if reservation.allocation is not None and not others and _allocated_as(raw, reservation.allocation):
+        patch["allocation"] = None
+    return Write(claim_object(reservation.claim), {"status": patch}, subresource="status",
+                 uid=reservation.claim.uid)
+
+
+def _undo_finalizer(reservation: ClaimReservation, raw: Mapping[str, Any]) -> Write | None:
+    """Drop the finalizer we added while the claim is allocated to nobody (else it protects devices)."""
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    if not _has_finalizer(raw) or status.get("allocation") is not None or status.get("reservedFor"):
+        return None
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
+    kept = [f for f in meta.get("finalizers") or [] if f != DELETE_PROTECTION]
+    return Write(claim_object(reservation.claim), {"metadata": {"finalizers": kept or None}},
+                 uid=reservation.claim.uid)
+
+
+def prebind_writes(reservation: ClaimReservation) -> list[Write]:
+    """The API writes of kube's `bindClaim` for one claim, in order, each undone if the binding fails:
+
+    1. when a new allocation is written and the claim lacks it, the finalizer
+       `resource.kubernetes.io/delete-protection` (a merge patch of `metadata.finalizers`, with the
+       claim's resourceVersion as precondition);
+    2. `status.allocation` (new allocations) and `status.reservedFor` + the pod: a merge patch of the
+       status subresource with the resourceVersion as precondition when nothing was written before
+       it; after the finalizer (whose resourceVersion is not known yet), a JSON patch whose `test`
+       operations require the claim's uid and its whole `status` as read — the same guarantee: no
+       allocation or reservation written meanwhile by anyone else is overwritten.
+    """
+    claim = reservation.claim
+    target = claim_object(claim)
+    writes: list[Write] = []
+    needs_finalizer = reservation.allocation is not None and DELETE_PROTECTION not in claim.finalizers
+    if needs_finalizer:
+        writes.append(Write(
+            target, {"metadata": {"finalizers": [*claim.finalizers, DELETE_PROTECTION]}},
+            resource_version=claim.resource_version,
+            landed=_has_finalizer, undo=functools.partial(_undo_finalizer, reservation),
+        ))
+    reserved = [r.as_json() for r in claim.reserved_for] + [reservation.consumer.as_json()]
+    status: dict[str, Any] = {"reservedFor": reserved}
+    if reservation.allocation is not None:
+        status["allocation"] = dict(reservation.allocation)
+    landed = functools.partial(_landed, reservation)
+    undo = functools.partial(_undo_status, reservation)
+    if not needs_finalizer:
+        writes.append(Write(target, {"status": status}, subresource="status",
+                            resource_version=claim.resource_version, landed=landed, undo=undo))
+    else:
+        operations = [
+            {"op": "test", "path": "/metadata/uid", "value": claim.uid},
+            {"op": "test", "path": "/status", "value": dict(claim.status)},
+            *({"op": "add", "path": f"/status/{key}", "value": value} for key, value in status.items()),
+        ]
+        writes.append(Write(target, operations, patch_type=JSON_PATCH, subresource="status", landed=landed,
+                            undo=undo))
+    return writes
+
+
+# ------------------------------------------------------------------------------------ the plan
+
+
+@dataclass(slots=True)
+class _Plan:
+    """One pod's claims against the nodes, for one state of the cluster."""
+
+    reason: str | None = None  # why the pod fits nowhere (kube's PreFilter / an allocator error)
+    claims: list[ResourceClaimInfo] = field(default_factory=list)
+    to_allocate: list[int] = field(default_factory=list)  # indices into claims
+    codes: np.ndarray | None = None  # per slot: 0 fits, else a REASONS key; None: every node fits
+    results: dict[int, list[AllocationResult]] = field(default_factory=dict)  # slot -> per claim to allocate
+    first_available: bool = False  # some claim has firstAvailable requests: the score applies
+    # a plain request whose nodes were found by counting: (request, class, usable devices); its
+    # devices on such a node are the first usable free ones (not on `searched` nodes)
+    simple: tuple[SubRequest, DeviceClassInfo, np.ndarray] | None = None
+    searched: np.ndarray | None = None  # the slots the full search ran on
+
+
+def _resolve(pod: PodInfo, cluster: ClusterState) -> tuple[str | None, list[ResourceClaimInfo]]:
+    """kube's `foreachPodResourceClaim`: the pod's claims, or why the pod cannot be scheduled."""
+    claims: list[ResourceClaimInfo] = []
+    for entry in pod.resource_claims:
+        must_own = False
+        if entry.claim_name is not None:
+            name = entry.claim_name
+        elif entry.template_name is not None:
+            if not entry.recorded:
+                return f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet', []
+            if entry.generated is None:
+                continue  # no claim was needed for it
+            name, must_own = entry.generated, True
+        else:
+            return (f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{entry.name}": none of the supported '
+                    "fields are set"), []
+        claim: ResourceClaimInfo | None = cluster.catalog.get(CLAIM, name, pod.namespace)
+        if claim is None:
+            return f'could not find ResourceClaim "{pod.namespace}/{name}"', []
+        if claim.deleting:
+            return f'resourceclaim "{claim.name}" is being deleted', []
+        if must_own and (claim.controller is None or not pod.uid or claim.controller.uid != pod.uid):
+            return (f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod "
+                    f"{pod.namespace}/{pod.name} (Pod is not owner)"), []
+        claims.append(claim)
+    return None, claims
+
+
+def _class_problem(cluster: ClusterState, request: SubRequest, qualified: str) -> str | None:
+    if not request.device_class:
+        return f"request {qualified}: unsupported request type"
+    if cluster.catalog.get(CLASS, request.device_class) is None:
+        return f"request {qualified}: device class {request.device_class} does not exist"
+    return None
+
+
+def _reserved_for(claim: ResourceClaimInfo, pod: PodInfo) -> bool:
+    return any(ref.uid == pod.uid for ref in claim.reserved_for) if pod.uid else False
+
+
+def _consumer(pod: PodInfo) -> ConsumerRef:
+    return ConsumerRef("pods", pod.name, pod.uid)
+
+
+def _score(claims: Sequence[ResourceClaimInfo], results: Sequence[AllocationResult]) -> int:
+    """kube's `computeScore`: per request, FIRST_AVAILABLE_MAX_SIZE - the index of the alternative
+    allocated (allocated claims count as they are)."""
+    score = 0
+    pending = iter(results)
+    for claim in claims:
+        if claim.allocation is not None:
+            chosen = {r.request for r in claim.allocation.results if r.request.count("/") == 1}
+        else:
+            result = next(pending, None)
+            chosen = set() if result is None else {d.request for d in result.devices if d.request.count("/") == 1}
+        for request in claim.requests:
+            for i, sub in enumerate(request.first_available):
+                if f"{request.name}/{sub.name}" in chosen:
+                    score += FIRST_AVAILABLE_MAX_SIZE - i
+    return score
+
+
+class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[NoArgs], PreBindPlugin[NoArgs]):
+    name: ClassVar[str] = "DynamicResources"
+    events: ClassVar[frozenset[str]] = frozenset(
+        {ClusterEvent.NODE_ADD, ClusterEvent.NODE_UPDATE, CLAIM, SLICE, CLASS}
+    )
+    # the last plan: (pod, cluster, catalog revision, nodes' static version) -> plan, shared by the
+    # profile's filter and score instances. Pods on nodes do not change it (devices are in the
+    # catalog), so Reserve, after the pod was assumed, reuses what Filter found.
+    _last: ClassVar[tuple[object, object, tuple[int, int], _Plan] | None] = None
+
+    # -------------------------------------------------------------- the plan
+
+    def _plan(self, pod: PodInfo, cluster: ClusterState) -> _Plan:
+        key = (cluster.catalog.revision, cluster.static_version)
+        last = DynamicResources._last
+        if last is not None and last[0] is pod and last[1] is cluster and last[2] == key:
+            return last[3]
+        plan = self._compute(pod, cluster)
+        DynamicResources._last = (pod, cluster, key, plan)
+        return plan
+
+    def _compute(self, pod: PodInfo, cluster: ClusterState) -> _Plan:
+        reason, claims = _resolve(pod, cluster)
+        if reason is not None:
+            return _Plan(reason)
+        plan = _Plan(claims=claims)
+        if not claims:
+            return plan
+        size = cluster.size
+        codes = np.zeros(size, dtype=np.int8)
+        for index, claim in enumerate(claims):
+            if any(request.first_available for request in claim.requests):
+                plan.first_available = True
+            if claim.pending:  # kube keeps in-flight allocations apart: the claim reads as unallocated
+                return _Plan(f"resource claim {claim.key} is in the process of being allocated")
+            if claim.allocation is not None:
+                terms = claim.allocation.node_selector
+                if terms is not None:
+                    admitted = np.zeros(size, dtype=bool)
+                    for term in terms:
+                        admitted |= term_mask(cluster, term)
+                    codes[~admitted] = 1
+                continue
+            plan.to_allocate.append(index)
+            for request in claim.requests:
+                if request.exactly is not None:
+                    problem = _class_problem(cluster, request.exactly, request.name)
+                elif request.first_available:
+                    problem = next(filter(None, (
+                        _class_problem(cluster, sub, f"{request.name}/{sub.name}") for sub in request.first_available
+                    )), None)
+                else:
+                    problem = f"resource claim {claim.key}, request {request.name}: unknown request type"
+                if problem is not None:
+                    return _Plan(problem)
+        if plan.to_allocate:
+            candidates = (codes == 0) & cluster.present[:size]
+            try:
+                self._allocate(plan, cluster, codes, candidates)
+            except AllocationError as error:
+                return _Plan(str(error))
+        plan.codes = codes if codes.any() else None
+        return plan
+
+    def _allocate(self, plan: _Plan, cluster: ClusterState, codes: np.ndarray, candidates: np.ndarray) -> None:
+        """Codes 2 and 3 where the claims to allocate do not fit; allocation results where known."""
+        index = device_index(cluster)
+        claims = [plan.claims[i] for i in plan.to_allocate]
+        general = candidates.copy()
+        simple = self._simple_request(cluster, claims)
+        if simple is not None:
+            request, klass = simple
+            usable, failing = index.usable((*klass.selectors, *request.selectors), request.tolerations)
+            fits = index.per_node(cluster, usable & ~index.in_use) >= request.count
+            failing = failing & ~index.in_use
+            general &= index.complex_nodes | (index.per_node(cluster, failing) > 0 if failing.any() else False)
+            codes[candidates & ~general & ~fits] = 2
+            plan.simple, plan.searched = (request, klass, usable), general
+        allocator = Allocator(functools.partial(cluster.catalog.get, CLASS), index.allocated, index.matcher)
+        for slot in np.flatnonzero(general):
+            self._allocate_on(plan, cluster, index, allocator, int(slot), claims, codes)
+
+    @staticmethod
+    def _simple_request(
+        cluster: ClusterState, claims: list[ResourceClaimInfo]
+    ) -> tuple[SubRequest, DeviceClassInfo] | None:
+        """The one request of a pod whose claims ask for a plain count of one class's devices (nearly
+        every pod): its nodes are found by counting free matching devices."""
+        if len(claims) != 1 or len(claims[0].requests) != 1 or claims[0].constraints:
+            return None
+        request = claims[0].requests[0].exactly
+        if (
+            request is None or request.mode != EXACT_COUNT or request.admin_access is not None
+            or not 0 < request.count <= ALLOCATION_RESULTS_MAX_SIZE or None in request.selectors
+        ):
+            return None
+        klass: DeviceClassInfo | None = cluster.catalog.get(CLASS, request.device_class)
+        if klass is None or None in klass.selectors:
+            return None
+        return request, klass
+
+    @staticmethod
+    def _allocate_on(
+        plan: _Plan, cluster: ClusterState, index: DeviceIndex, allocator: Allocator, slot: int,
+        claims: list[ResourceClaimInfo], codes: np.ndarray,
+    ) -> list[AllocationResult] | None:
+        node = cluster.nodes[slot]
+        if node is None:
+            return None
+        try:
+            results = allocator.allocate(node.name, node.labels, index.pools_for(cluster, node.name), claims)
+        except InvalidPools:
+            codes[slot] = 3
+            return None
+        if results is None:
+            codes[slot] = 2
+            return None
+        plan.results[slot] = results
+        return results
+
+    def _results_on(self, plan: _Plan, cluster: ClusterState, slot: int) -> list[AllocationResult] | None:
+        """The allocation on a node that passed the filter (computed now for nodes the filter
+        passed by counting)."""
+        if not plan.to_allocate:
+            return []
+        results = plan.results.get(slot)
+        if results is None and plan.simple is not None and plan.searched is not None and not plan.searched[slot]:
+            request, klass, usable = plan.simple
+            index = device_index(cluster)
+            picks = index.reaching(slot, usable & ~index.in_use)[: request.count]
+            if len(picks) < request.count:
+                return None
+            claim = plan.claims[plan.to_allocate[0]]
+            chosen = [(index.ids[g], index.devices[g], index.slice_of[g]) for g in picks]
+            results = plan.results[slot] = [single_request_result(claim, request, klass, chosen)]
+            return results
+        if results is None:
+            index = device_index(cluster)
+            allocator = Allocator(functools.partial(cluster.catalog.get, CLASS), index.allocated, index.matcher)
+            codes = np.zeros(cluster.size, dtype=np.int8)
+            claims = [plan.claims[i] for i in plan.to_allocate]
+            results = self._allocate_on(plan, cluster, index, allocator, slot, claims, codes)
+        return results
+
+    # -------------------------------------------------------------- filter
+
+    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
+        if not pod.resource_claims:
+            return None
+        return self._plan(pod, cluster).reason
+
+    def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+        if not pod.resource_claims:
+            return None
+        plan = self._plan(pod, cluster)
+        if plan.reason is not None:
+            return np.zeros(cluster.size, dtype=bool)
+        return None if plan.codes is None else plan.codes == 0
+
+    def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
+        plan = self._plan(pod, cluster)
+        if plan.reason is not None:
+            return Counter({plan.reason: len(rejected)})
+        counts: Counter[str] = Counter()
+        if plan.codes is not None:
+            for code, number in zip(*np.unique(plan.codes[rejected], return_counts=True), strict=True):
+                if code:
+                    counts[REASONS[int(code)]] = int(number)
+        return counts
+
+    # -------------------------------------------------------------- score
+
+    def pre_score(self, pod: PodInfo, cluster: ClusterState) -> bool:
+        if not pod.resource_claims:
+            return False
+        plan = self._plan(pod, cluster)
+        return plan.reason is None and plan.first_available
+
+    def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
+        plan = self._plan(pod, cluster)
+        scores = np.zeros(slots.size, dtype=np.int64)
+        for i, slot in enumerate(slots):
+            results = self._results_on(plan, cluster, int(slot))
+            if results is not None:
+                scores[i] = _score(plan.claims, results)
+        return scores
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        return default_normalize(raw)
+
+    # -------------------------------------------------------------- reserve
+
+    def reserve(self, pod: PodInfo, cluster: ClusterState, node: str) -> DeviceReservation | None:
+        """Assume the allocation found on `node` in the catalog (kube's in-flight allocation), and
+        say what PreBind must write: new allocations, and the pod in every claim's `reservedFor`."""
+        if not pod.resource_claims:
+            return None
+        plan = self._plan(pod, cluster)
+        slot = cluster.index.get(node)
+        if plan.reason is not None or not plan.claims or slot is None:
+            return None
+        results = self._results_on(plan, cluster, slot)
+        if results is None:
+            return None  # (the filter passed the node: cannot happen)
+        pending = iter(results)
+        reservations = []
+        for claim in plan.claims:
+            if claim.allocation is not None:
+                if not _reserved_for(claim, pod):
+                    reservations.append(ClaimReservation(claim, None, _consumer(pod)))
+                continue
+            result = next(pending)
+            allocation = result.as_json()
+            assumed = dataclasses.replace(
+                claim,
+                allocation=Allocation(
+                    tuple(DeviceResult(d.request, d.driver, d.pool, d.device, d.admin_access) for d in result.devices),
+                    result.node_selector, allocation,
+                ),
+                finalizers=claim.finalizers if DELETE_PROTECTION in claim.finalizers
+                else (*claim.finalizers, DELETE_PROTECTION),
+                pending=True,
+            )
+            cluster.catalog.assume(CLAIM, claim.namespace, claim.name, assumed)
+            reservations.append(ClaimReservation(claim, allocation, _consumer(pod)))
+        if not reservations:
+            return None
+        return DeviceReservation(node, pod.key, tuple(reservations))
+
+    def unreserve(self, pod: PodInfo, cluster: ClusterState, reservation: DeviceReservation) -> None:
+        for claim in reservation.claims:
+            if claim.allocation is not None:
+                cluster.catalog.restore(CLAIM, claim.claim.namespace, claim.claim.name)
+
+    # -------------------------------------------------------------- prebind
+
+    def pre_bind(self, pod: PodInfo, cluster: ClusterState, node: str, reservation: Any) -> PreBind | None:
+        """kube's PreBind: for each claim, the finalizer, then the allocation and the reservation
+        (`prebind_writes`); nothing to wait for."""
+        if not isinstance(reservation, DeviceReservation) or not reservation.claims:
+            return None
+        writes: list[Write] = []
+        for claim in reservation.claims:
+            writes.extend(prebind_writes(claim))
+        return PreBind(tuple(writes))
+
+
+def settle(cluster: ClusterState, reservation: DeviceReservation) -> None:
+    """As if PreBind had written the reservation (`placer simulate`, where bindings complete at
+    once): each claim shows its allocation and the pod in `reservedFor`, no longer in flight."""
+    catalog = cluster.catalog
+    for item in reservation.claims:
+        current: ResourceClaimInfo | None = catalog.get(CLAIM, item.claim.name, item.claim.namespace)
+        if current is None:
+            continue
+        settled = dataclasses.replace(current, pending=False, reserved_for=(*current.reserved_for, item.consumer))
+        catalog.assume(CLAIM, current.namespace, current.name, settled)
+
+
+def release_pod(cluster: ClusterState, pod: PodInfo) -> None:
+    """A pod gone (`placer simulate`'s preemption victims): out of its claims' `reservedFor`, and a
+    claim it alone held deallocated, as the resourceclaim controller does — its devices are free."""
+    catalog = cluster.catalog
+    for entry in pod.resource_claims:
+        name = entry.claim_name or entry.generated
+        claim: ResourceClaimInfo | None = catalog.get(CLAIM, name, pod.namespace) if name else None
+        if claim is None or not _reserved_for(claim, pod):
+            continue
+        others = tuple(ref for ref in claim.reserved_for if ref.uid != pod.uid)
+        released = dataclasses.replace(claim, reserved_for=others, allocation=claim.allocation if others else None,
+                                       pending=False)
+        catalog.assume(CLAIM, claim.namespace, claim.name, released)

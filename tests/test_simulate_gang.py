@@ -1,0 +1,179 @@
+"""`placer simulate` with PodGroups (gang scheduling) through `placer.cli.main`: the examples
+(examples/gang-cluster.yaml, examples/gang-preemption.yaml), a gang member's `group` in the JSON
+(API.md §4), PodGroups of both APIs in `--cluster` files, and invalid ones (exit 2 naming the
+file, the document and the field)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from placer.cli import main
+from placer.testing import node, pod
+
+ROOT = Path(__file__).resolve().parents[1]
+GANG_CLUSTER = ROOT / "examples" / "gang-cluster.yaml"
+GANG_PREEMPTION = ROOT / "examples" / "gang-preemption.yaml"
+DEFAULT_PROFILE = ROOT / "examples" / "profiles" / "default.yaml"
+CONTRACT_KEYS = ["pod", "profile", "node", "message", "scores", "volumes", "devices", "preemption"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    code = main(["simulate", *map(str, args)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str | Path) -> dict[str, Any]:
+    code, out, err = run(capsys, *args, "--output", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def by_pod(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["pod"]: p for p in result["placements"]}
+
+
+def write(path: Path, *documents: Any) -> Path:
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
+
+
+def gang(name: str, min_count: int | None, api: str = "scheduling.k8s.io/v1alpha2", **spec: Any) -> dict[str, Any]:
+    policy = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    return {"apiVersion": api, "kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulingPolicy": policy, **spec}}
+
+
+def member(name: str, group: str, cpu: str, minute: int, **kwargs: Any) -> dict[str, Any]:
+    obj = pod(name, cpu, created=f"2026-01-01T00:{minute:02d}:00Z", **kwargs)
+    obj["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return obj
+
+
+# ----------------------------------------------------------------- the examples
+
+
+def test_gang_example(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "--cluster", GANG_CLUSTER, "--profile", DEFAULT_PROFILE)
+    placements = by_pod(result)
+    assert result["summary"] == {"pods": 19, "scheduled": 12, "unschedulable": 7}
+    groups = {key: (p["group"]["name"], p["group"]["placed"]) for key, p in placements.items() if "group" in p}
+    assert groups == {
+        **{f"training/mnist-{i}": ("training/mnist", True) for i in range(5)},
+        **{f"training/resnet-{i}": ("training/resnet", False) for i in range(4)},
+        **{f"ml/ray-{i}": ("ml/ray-cluster", True) for i in range(3)},
+        **{f"training/sweep-{i}": ("training/sweep", True) for i in range(3)},
+        **{f"training/partial-{i}": ("training/partial", False) for i in range(2)},
+        "training/late-0": ("training/late", False),
+    }
+    for p in result["placements"]:
+        assert list(p) == ([*CONTRACT_KEYS, "group"] if p["pod"] != "default/solo" else CONTRACT_KEYS)
+    # mnist: five workers one a node; resnet: none placed, nothing held
+    assert len({placements[f"training/mnist-{i}"]["node"] for i in range(5)}) == 5
+    assert all(placements[f"training/resnet-{i}"]["node"] is None for i in range(4))
+    assert placements["training/resnet-0"]["message"] == (
+        "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled")
+    assert placements["training/resnet-1"]["message"] == "0/6 nodes are available: 6 Insufficient cpu."
+    # the room resnet did not hold goes to the next groups
+    assert all(placements[f"ml/ray-{i}"]["node"] for i in range(3))
+    assert placements["training/partial-0"]["message"] == (
+        "waiting for minCount pods from a gang to appear in scheduling queue")
+    assert placements["training/late-0"]["message"] == (
+        'waiting for pods\'s pod group "late" to appear in scheduling queue')
+    assert placements["default/solo"]["node"] is not None
+
+
+def test_gang_example_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--cluster", GANG_CLUSTER, "--profile", DEFAULT_PROFILE)
+    assert code == 0
+    assert "19 pods: 12 scheduled, 7 unschedulable" in out
+    assert ("groups: training/mnist placed, training/resnet not placed, ml/ray-cluster placed, training/sweep placed, "
+            "training/partial not placed, training/late not placed") in out
+
+
+def test_gang_preemption_example(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "--cluster", GANG_PREEMPTION, "--profile", DEFAULT_PROFILE)
+    placements = by_pod(result)
+    assert result["summary"] == {"pods": 3, "scheduled": 3, "unschedulable": 0}
+    victims: list[str] = []
+    for i in range(3):
+        p = placements[f"training/llm-{i}"]
+        assert p["group"] == {"name": "training/llm", "placed": True}
+        assert p["preemption"]["node"] == p["node"]
+        assert p["message"] == "0/4 nodes are available: 4 Insufficient cpu."
+        victims += p["preemption"]["victims"]
+    assert sorted(victims) == [f"batch/filler-{i}" for i in range(1, 7)]
+
+
+# ----------------------------------------------------------------- hand-written dumps
+
+
+def test_two_gangs_one_whole_the_other_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = write(tmp_path / "c.yaml", *(node(f"n{i}") for i in range(4)), gang("a", 3), gang("b", 3),
+                    *(member(f"a{i}", "a", "3", i) for i in range(3)),
+                    *(member(f"b{i}", "b", "3", 10 + i) for i in range(3)))
+    profile = write(tmp_path / "p.yaml", {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
+                                          "metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
+    placements = by_pod(run_json(capsys, "--cluster", cluster, "--profile", profile))
+    assert [placements[f"default/a{i}"]["node"] is not None for i in range(3)] == [True] * 3
+    assert [placements[f"default/b{i}"]["node"] for i in range(3)] == [None] * 3
+    assert placements["default/b0"]["group"] == {"name": "default/b", "placed": False}
+
+
+def test_a_group_is_decided_at_its_first_pods_place_in_the_queue(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A member queued after a plain pod is still decided with the first member, before it."""
+    cluster = write(tmp_path / "c.yaml", node("n1"), gang("g", 2),
+                    member("g0", "g", "2", 0), pod("plain", "2", created="2026-01-01T00:01:00Z"),
+                    member("g1", "g", "2", 2))
+    profile = write(tmp_path / "p.yaml", {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
+                                          "metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
+    result = run_json(capsys, "--cluster", cluster, "--profile", profile)
+    assert [(p["pod"], p["node"]) for p in result["placements"]] == [
+        ("default/g0", "n1"), ("default/g1", "n1"), ("default/plain", None)]
+
+
+def test_scheduler_plugins_groups_in_a_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What `kubectl get podgroups.scheduling.x-k8s.io -A -o yaml` prints: a v1 List."""
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "ray", "namespace": "default"}, "spec": {"minMember": 2}}
+    pods = [pod(f"r{i}", "1", labels={"scheduling.x-k8s.io/pod-group": "ray"}) for i in range(2)]
+    cluster = write(tmp_path / "c.yaml", node("n1"), {"apiVersion": "v1", "kind": "List", "items": [group]}, *pods)
+    profile = write(tmp_path / "p.yaml", {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
+                                          "metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
+    placements = by_pod(run_json(capsys, "--cluster", cluster, "--profile", profile))
+    assert {p["group"]["name"] for p in placements.values()} == {"default/ray"}
+    assert all(p["node"] == "n1" and p["group"]["placed"] for p in placements.values())
+
+
+def test_only_pods_a_profile_owns_count_toward_the_quorum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = write(tmp_path / "c.yaml", node("n1"), gang("g", 2),
+                    member("ours", "g", "1", 0), member("theirs", "g", "1", 1, scheduler="default-scheduler"))
+    profile = write(tmp_path / "p.yaml", {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
+                                          "metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
+    [placement] = run_json(capsys, "--cluster", cluster, "--profile", profile)["placements"]
+    assert placement["pod"] == "default/ours" and placement["node"] is None
+    assert placement["message"] == "waiting for minCount pods from a gang to appear in scheduling queue"
+
+
+@pytest.mark.parametrize(("group", "expected"), [
+    (gang("g", 0), "document 2 PodGroup 'g': spec.schedulingPolicy.gang.minCount: Invalid value: 0: "
+                   "must be greater than or equal to 1"),
+    ({**gang("g", 2), "apiVersion": "scheduling.volcano.sh/v1beta1"},
+     'document 2 PodGroup \'g\': apiVersion: Unsupported value: "scheduling.volcano.sh/v1beta1": expected '
+     "scheduling.k8s.io/v1beta1, scheduling.k8s.io/v1alpha2, scheduling.x-k8s.io/v1alpha1"),
+    ({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g"},
+      "spec": {"minMember": "two"}}, "document 2 PodGroup 'g': spec.minMember: Invalid value: 'two'"),
+])
+def test_invalid_podgroups_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], group: dict[str, Any],
+                                  expected: str) -> None:
+    cluster = write(tmp_path / "c.yaml", node("n1"), group)
+    profile = write(tmp_path / "p.yaml", {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
+                                          "metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
+    code, _, err = run(capsys, "--cluster", cluster, "--profile", profile)
+    assert code == 2
+    assert f"{cluster}: {expected}" in err
