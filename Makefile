@@ -79,6 +79,6 @@ bench-real: install ## Placer vs kube-scheduler on a real API server (v1.36; KUB
 			--runs $(REAL_RUNS) --json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-$$mode.json || exit 1; \
 	done; done
 
-check-real: install ## the operator's scenarios on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): binding, events, gates, pod-level resources, resize, preemption...
+check-real: install ## the operator's scenarios on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): binding, events, gates, pod-level resources, resize, preemption, DRA...
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/versions.md)"; exit 2; }
 	$(PY) hack/real_check.py --kube-bin $(KUBE_BIN) --json bench/results/real-check-$(REAL_VERSION).json

@@ -73,39 +73,46 @@ ENDPOINT = {
         "metricRelabelings": {"type": "array", "items": RELABELING},
     },
 }
-SERVICE_MONITOR = {
+
+
+def _resource(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A top-level Prometheus Operator object of `kind`: the same envelope for every kind."""
+    return {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": kind},
+            "metadata": METADATA,
+            "spec": spec,
+        },
+    }
+
+
+SERVICE_MONITOR = _resource("ServiceMonitor", {
     "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "required": ["selector"],
     "additionalProperties": False,
     "properties": {
-        "apiVersion": {"const": API_VERSION},
-        "kind": {"const": "ServiceMonitor"},
-        "metadata": METADATA,
-        "spec": {
-            "type": "object",
-            "required": ["selector"],
-            "additionalProperties": False,
-            "properties": {
-                "jobLabel": {"type": "string"},
-                "targetLabels": {"type": "array", "items": {"type": "string"}},
-                "podTargetLabels": {"type": "array", "items": {"type": "string"}},
-                "endpoints": {"type": "array", "items": ENDPOINT},
-                "selector": LABEL_SELECTOR,
-                "namespaceSelector": {"type": "object", "additionalProperties": False,
-                                      "properties": {"any": {"type": "boolean"},
-                                                     "matchNames": {"type": "array", "items": {"type": "string"}}}},
-                "sampleLimit": {"type": "integer", "minimum": 0},
-                "targetLimit": {"type": "integer", "minimum": 0},
-                "labelLimit": {"type": "integer", "minimum": 0},
-                "labelNameLengthLimit": {"type": "integer", "minimum": 0},
-                "labelValueLengthLimit": {"type": "integer", "minimum": 0},
-                "attachMetadata": {"type": "object"},
-                "scrapeClass": {"type": "string"},
-                "scrapeProtocols": {"type": "array", "items": {"type": "string"}},
-            },
-        },
+        "jobLabel": {"type": "string"},
+        "targetLabels": {"type": "array", "items": {"type": "string"}},
+        "podTargetLabels": {"type": "array", "items": {"type": "string"}},
+        "endpoints": {"type": "array", "items": ENDPOINT},
+        "selector": LABEL_SELECTOR,
+        "namespaceSelector": {"type": "object", "additionalProperties": False,
+                              "properties": {"any": {"type": "boolean"},
+                                             "matchNames": {"type": "array", "items": {"type": "string"}}}},
+        "sampleLimit": {"type": "integer", "minimum": 0},
+        "targetLimit": {"type": "integer", "minimum": 0},
+        "labelLimit": {"type": "integer", "minimum": 0},
+        "labelNameLengthLimit": {"type": "integer", "minimum": 0},
+        "labelValueLengthLimit": {"type": "integer", "minimum": 0},
+        "attachMetadata": {"type": "object"},
+        "scrapeClass": {"type": "string"},
+        "scrapeProtocols": {"type": "array", "items": {"type": "string"}},
     },
-}
+})
 RULE = {
     "type": "object",
     "required": ["expr"],
@@ -120,34 +127,24 @@ RULE = {
         "annotations": STRINGS,
     },
 }
-PROMETHEUS_RULE = {
+PROMETHEUS_RULE = _resource("PrometheusRule", {
     "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
     "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"const": API_VERSION},
-        "kind": {"const": "PrometheusRule"},
-        "metadata": METADATA,
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {"groups": {"type": "array", "items": {
-                "type": "object",
-                "required": ["name"],
-                "additionalProperties": False,
-                "properties": {
-                    "name": {"type": "string", "minLength": 1},
-                    "interval": DURATION,
-                    "query_offset": DURATION,
-                    "limit": {"type": "integer"},
-                    "labels": STRINGS,
-                    "partial_response_strategy": {"type": "string"},
-                    "rules": {"type": "array", "items": RULE},
-                },
-            }}},
+    "properties": {"groups": {"type": "array", "items": {
+        "type": "object",
+        "required": ["name"],
+        "additionalProperties": False,
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "interval": DURATION,
+            "query_offset": DURATION,
+            "limit": {"type": "integer"},
+            "labels": STRINGS,
+            "partial_response_strategy": {"type": "string"},
+            "rules": {"type": "array", "items": RULE},
         },
-    },
-}
+    }}},
+})
 SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     (API_VERSION, "ServiceMonitor"): SERVICE_MONITOR,
     (API_VERSION, "PrometheusRule"): PROMETHEUS_RULE,

@@ -20,7 +20,13 @@ the oldest supported). One fresh control plane, `placer run --no-leader-elect` b
 - `reload`: a SchedulerProfile change applies to later pods (Ready's observedGeneration follows);
 - `preemption`: a high-priority pod evicts a low-priority one (DisruptionTarget condition,
   Preempted event, nominatedNodeName) and is bound once the victim is gone (the script plays the
-  kubelet and force-deletes the terminating victim).
+  kubelet and force-deletes the terminating victim);
+- `dra`: Dynamic Resource Allocation (the script plays the DRA driver: a DeviceClass and one
+  node's ResourceSlice with one GPU): a pod naming a claim is bound to that node, its claim carrying
+  the finalizer `resource.kubernetes.io/delete-protection`, `status.allocation` and the pod in
+  `status.reservedFor` — all validated by the real server — written before the binding; a second
+  pod wanting the only GPU stays pending with "cannot allocate all claims". On a server without
+  `resource.k8s.io/v1` (before v1.34), a pod naming a claim stays pending and says why.
 
 On a server older than a feature, the scenario reports what the server did with the fields (a
 v1.24 server drops `spec.resources`, `spec.schedulingGates`, the resize status and
@@ -353,9 +359,61 @@ async def preemption(c: Check) -> Obj:
             "event": events[0]["message"], "nominatedNodeName_after_binding": after}
 
 
+DRA = "/apis/resource.k8s.io/v1"
+DRIVER = "gpu.check.example.com"
+
+
+async def dra(c: Check) -> Obj:
+    await c.node("dra-1", "4")
+    await c.node("dra-2", "4")
+    served = await c.api.call("GET", DRA, allow_missing=True)
+    claim_spec = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "check-gpu"}}]}}
+    spec = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "dra-a"}]}
+    if served is None:  # before v1.34: the pod keeps spec.resourceClaims only where the beta API is on
+        stored = await c.pod("dra-a", spec=spec)
+        if not stored["spec"].get("resourceClaims"):
+            node = await c.until(lambda: c.node_of("dra-a"), 10, "dra-a bound")
+            return {"server": "no resource.k8s.io/v1; dropped spec.resourceClaims", "placer": f"bound to {node}"}
+        message = await c.failed_not_bound("dra-a")
+        expect("does not serve resource.k8s.io/v1" in message, f"FailedScheduling: {message}")
+        return {"server": "no resource.k8s.io/v1", "message": message}
+    await c.api.call("POST", f"{DRA}/deviceclasses", {"metadata": {"name": "check-gpu"}, "spec": {
+        "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+    await c.api.call("POST", f"{DRA}/resourceslices", {"metadata": {"name": "dra-1-gpus"}, "spec": {
+        "driver": DRIVER, "nodeName": "dra-1", "pool": {"name": "dra-1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}}}]}})
+    for name in ("dra-a", "dra-b"):
+        await c.api.call("POST", f"{DRA}/namespaces/{NS}/resourceclaims", {"metadata": {"name": name},
+                                                                          "spec": claim_spec})
+    start = time.monotonic()
+    pod = await c.pod("dra-a", spec=spec)
+    node = await c.until(lambda: c.node_of("dra-a"), 15, "dra-a bound")
+    took = time.monotonic() - start
+    expect(node == "dra-1", f"bound to {node}, which has no GPU")
+    claim = await c.api.call("GET", f"{DRA}/namespaces/{NS}/resourceclaims/dra-a")
+    status = claim.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    expect("resource.kubernetes.io/delete-protection" in (claim["metadata"].get("finalizers") or []),
+           f"claim finalizers: {claim['metadata'].get('finalizers')}")
+    expect([(r["driver"], r["pool"], r["device"]) for r in results] == [(DRIVER, "dra-1", "gpu-0")],
+           f"allocation: {status.get('allocation')}")
+    expect([r.get("uid") for r in status.get("reservedFor") or []] == [pod["metadata"]["uid"]],
+           f"reservedFor: {status.get('reservedFor')}")
+    await c.pod("dra-b", spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "dra-b"}]})
+    message = await c.failed_not_bound("dra-b")
+    expect("2 cannot allocate all claims" in message, f"FailedScheduling: {message}")
+    await asyncio.sleep(2.0)
+    expect(await c.node_of("dra-b") is None, "dra-b was bound without a device")
+    other = await c.api.call("GET", f"{DRA}/namespaces/{NS}/resourceclaims/dra-b")
+    expect(not (other.get("status") or {}).get("allocation"), f"dra-b allocated: {other.get('status')}")
+    return {"bound_s": round(took, 3), "allocation": results, "node_selector":
+            (status.get("allocation") or {}).get("nodeSelector"), "second_pod": message}
+
+
 SCENARIOS: dict[str, Callable[[Check], Awaitable[Obj]]] = {
     "bind": bind, "unschedulable": unschedulable, "pod-level": pod_level, "gates": gates,
     "resize": resize, "declared-features": declared_features, "reload": reload, "preemption": preemption,
+    "dra": dra,
 }
 
 

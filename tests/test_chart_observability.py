@@ -181,7 +181,10 @@ def test_alerts_cover_what_operators_page_for(docs: list[Doc]) -> None:
     assert metrics_of["PlacerNoLeader"] == {"placer_leader"}
     assert "placer_pending_pods" in metrics_of["PlacerPendingPodsGrowing"]
     assert metrics_of["PlacerBindingErrors"] == {"placer_bindings_total"}
-    assert metrics_of["PlacerProfileNotReady"] == {"placer_profile_reloads_total"}
+    # exact: the leader's Ready condition per profile (Conflict included), not compilations
+    assert metrics_of["PlacerProfileNotReady"] == {"placer_profile_ready", "placer_leader"}
+    assert "by (profile, reason)" in alerts["PlacerProfileNotReady"]["expr"]
+    assert "$labels.reason" in alerts["PlacerProfileNotReady"]["annotations"]["summary"]
     assert metrics_of["PlacerVolumeBindsTimingOut"] == {"placer_volume_binds_total"}
     assert 'result=~"timeout|failed"' in alerts["PlacerVolumeBindsTimingOut"]["expr"]
     for name, alert in alerts.items():

@@ -235,3 +235,25 @@ async def test_the_profile_serving_the_pods_scheduler_name_is_the_oldest_claiman
     code, out, err = await run("default/web", "--profile", "aa-newer", "-o", "json")
     assert code == 0 and json.loads(out)["profile"] == "aa-newer"
     assert 'profile "aa-newer" does not serve schedulerName "placer": the older profile "zz-older" does' in err
+
+
+async def test_on_a_server_without_resource_k8s_io_v1_a_pod_with_claims_is_explained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A v1.33 API server serves no resource.k8s.io/v1: explain warns of each absent kind and says why
+    a pod naming a claim cannot go, as the operator does (not that its claim is missing)."""
+    async with KubeEmulator(kube_version="1.33") as emu:
+        emu.add_node("n1")
+        profile(emu)
+        emu.add_pod("p", scheduler_name=SCHEDULER,
+                    spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]})
+        code, out, err = await Explain(emu, emu.write_kubeconfig(tmp_path / "kc"), capsys)("default/p", "-o", "json")
+    assert code == 0, err
+    explained = json.loads(out)
+    assert explained["node"] is None
+    assert explained["message"] == (
+        '0/1 nodes are available: pod "default/p": its ResourceClaims cannot be read: this API server does not '
+        "serve resource.k8s.io/v1 (Kubernetes v1.34 or later).")
+    assert [line for line in err.splitlines() if "resource.k8s.io" in line] == [
+        f"warning: /apis/resource.k8s.io/v1/{plural} is not served by this API server: none are used"
+        for plural in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")]

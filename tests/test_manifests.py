@@ -75,6 +75,11 @@ CLUSTER_RULES = {
     # DynamicResources' PreBind: a claim's finalizer, then its allocation and reservation
     ("ClusterRole", "resource.k8s.io", "resourceclaims", "patch", ""),
     ("ClusterRole", "resource.k8s.io", "resourceclaims/status", "patch", ""),
+    # gang scheduling: PodGroups of both APIs read, the upstream group's condition written
+    *(("ClusterRole", group, "podgroups", verb, "") for group in ("scheduling.k8s.io", "scheduling.x-k8s.io")
+      for verb in ("get", "list", "watch")),
+    ("ClusterRole", "scheduling.k8s.io", "podgroups/status", "patch", ""),
+    ("ClusterRole", "scheduling.x-k8s.io", "podgroups/status", "patch", ""),
 }
 LEASE_RULES = {
     ("Role", "coordination.k8s.io", "leases", "create", ""),

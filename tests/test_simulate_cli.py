@@ -15,26 +15,11 @@ from placer.engine.objects import parse_node, parse_pod, parse_timestamp
 from placer.engine.profile import DEFAULT_SCORES
 from placer.testing import node, node_metrics, pod
 
+from tests.cli_helpers import run, run_json, write
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_CLUSTER = ROOT / "examples" / "cluster.yaml"
 EXAMPLE_PROFILES = ROOT / "examples" / "profiles" / "all.yaml"
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    code = main(["simulate", *map(str, args)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *args: str | Path) -> dict[str, Any]:
-    code, out, err = run(capsys, *args, "--output", "json")
-    assert code == 0, err
-    return json.loads(out)
-
-
-def write(path: Path, *documents: Any) -> Path:
-    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
-    return path
 
 
 def profile_doc(name: str, scheduler: str = "placer", **spec: Any) -> dict[str, Any]:

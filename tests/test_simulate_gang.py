@@ -5,14 +5,13 @@ file, the document and the field)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from placer.cli import main
 from placer.testing import node, pod
+
+from tests.cli_helpers import run, run_json, write
 
 ROOT = Path(__file__).resolve().parents[1]
 GANG_CLUSTER = ROOT / "examples" / "gang-cluster.yaml"
@@ -21,25 +20,8 @@ DEFAULT_PROFILE = ROOT / "examples" / "profiles" / "default.yaml"
 CONTRACT_KEYS = ["pod", "profile", "node", "message", "scores", "volumes", "devices", "preemption"]
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    code = main(["simulate", *map(str, args)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *args: str | Path) -> dict[str, Any]:
-    code, out, err = run(capsys, *args, "--output", "json")
-    assert code == 0, err
-    return json.loads(out)
-
-
 def by_pod(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {p["pod"]: p for p in result["placements"]}
-
-
-def write(path: Path, *documents: Any) -> Path:
-    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
-    return path
 
 
 def gang(name: str, min_count: int | None, api: str = "scheduling.k8s.io/v1alpha2", **spec: Any) -> dict[str, Any]:

@@ -227,6 +227,7 @@ async def gather(kube: ReadOnlyKube, reference: str, wanted_profile: str | None)
         cluster, unbound = cluster_from_documents(files)
     except InputError as error:
         raise ExplainError(str(error)) from None
+    _unserved(cluster, warnings)
     warnings.extend(f'profile "{profile.name}": {warning}' for warning in profile.warnings(cluster))
     return Inputs(cluster, _find(cluster, unbound, target), profile, warnings, unbound)
 
@@ -238,7 +239,8 @@ async def _list_cluster(kube: ReadOnlyKube, raw_pod: dict[str, Any], metrics: bo
     explained among the pods even when the LIST leaves it out (terminal, or created since)."""
     collections = [("Node", "v1", "/api/v1/nodes", ()), ("Pod", "v1", "/api/v1/pods", ACTIVE_PODS)]
     collections += [(kind.name, kind.api_version, kind.path(), ()) for kind in KINDS]
-    listed = await asyncio.gather(*(kube.list(path, query) for _, _, path, query in collections))
+    listed = await asyncio.gather(*(kube.list(path, query) for _, _, path, query in collections[:2]),
+                                  *(_list_kind(kube, kind, path, warnings) for kind, _, path, _ in collections[2:]))
     if _key(raw_pod) not in {_key(item) for item in listed[1]}:
         listed[1].append(raw_pod)
     files = [_as_list(path, items, kind, version)
@@ -251,6 +253,29 @@ async def _list_cluster(kube: ReadOnlyKube, raw_pod: dict[str, Any], metrics: bo
         else:
             files.append(_as_list(METRICS_PATH, usage, "NodeMetrics", "metrics.k8s.io/v1beta1"))
     return files
+
+
+UNSERVED = "{path} is not served by this API server: none are used"
+
+
+async def _list_kind(kube: ReadOnlyKube, kind: str, path: str, warnings: list[str]) -> list[Any]:
+    """A catalog kind's LIST; a kind an older API server does not serve (a 404: resource.k8s.io/v1
+    before Kubernetes 1.34) is absent, with a warning, as in the operator (`_unserved`)."""
+    try:
+        return await kube.list(path)
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        warnings.append(UNSERVED.format(path=path))
+        return []
+
+
+def _unserved(cluster: ClusterState, warnings: list[str]) -> None:
+    """The kinds the API server does not serve, as the operator records them (DynamicResources then
+    says why a pod with claims cannot go, rather than that its claim is missing)."""
+    for kind in KINDS:
+        if UNSERVED.format(path=kind.path()) in warnings:
+            cluster.catalog.set_served(kind.name, False)
 
 
 async def _list_groups(kube: ReadOnlyKube) -> list[Documents]:

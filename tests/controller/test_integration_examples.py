@@ -23,21 +23,23 @@ from typing import Any
 import pytest
 import yaml
 from placer.engine.cluster import ClusterState
+from placer.engine.devices import DELETE_PROTECTION
 from placer.engine.kinds import KINDS, upsert_object
 from placer.engine.objects import parse_node, parse_node_metrics, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision
 from placer.engine.storage import VolumeBindings
+from placer.plugins.dynamic_resources import DeviceReservation
 from placer.simulate import Simulation, place, simulate
 
 from tests.controller.helpers import EXAMPLES, OperatorThread, operator_options, until
 from tests.kubeemu import KubeEmulator
 
 # every example on its own, and all.yaml: all of them at once, sharing one queue and one cluster
-# (gpu.yaml's pods are in examples/dra-cluster.yaml, whose resource.k8s.io kinds the emulator does not
-# serve yet; tests/test_examples_shape.py simulates it)
-PROFILE_FILES = sorted(p for p in (EXAMPLES / "profiles").glob("*.yaml") if p.name != "gpu.yaml")
+PROFILE_FILES = sorted((EXAMPLES / "profiles").glob("*.yaml"))
+# the sample each example runs on: gpu.yaml's pods and devices are in the DRA sample
+CLUSTER_FILES = {"gpu.yaml": "dra-cluster.yaml"}
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # the emulator's resource for each kind of the sample: nodes, pods, NodeMetrics and the catalog's kinds
 # (Namespace, Service, ReplicaSet, StatefulSet, claims, volumes, storage and priority classes...)
@@ -51,6 +53,7 @@ RESOURCES = {
 # class that does not exist: the `replay` job carries no spec.priority, only its class)
 LOAD_FIRST = ("PriorityClass", "StorageClass")
 ZONE = "topology.kubernetes.io/zone"
+CLAIMS = RESOURCES["ResourceClaim"]
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 # the provisioner of the sample's zonal-disk class, and the label it pins a volume to
 ZONAL_PROVISIONER = {"disk.csi.example.com": ZONE}
@@ -65,11 +68,11 @@ def preempting_pods() -> frozenset[str]:
 
 
 @functools.cache
-def sample_objects() -> tuple[tuple[str, str], ...]:
-    """(resource, JSON body) for every object of examples/cluster.yaml but the preempting pods, the
+def sample_objects(cluster_file: str = "cluster.yaml") -> tuple[tuple[str, str], ...]:
+    """(resource, JSON body) for every object of an example cluster but the preempting pods, the
     classes first, parsed once per session."""
     objects: list[tuple[int, str, str]] = []
-    for document in yaml.load_all((EXAMPLES / "cluster.yaml").read_text(), Loader=LOADER):
+    for document in yaml.load_all((EXAMPLES / cluster_file).read_text(), Loader=LOADER):
         for item in (document or {}).get("items") or ([document] if document else []):
             meta = item["metadata"]
             if item["kind"] == "Pod" and f"{meta['namespace']}/{meta['name']}" in preempting_pods():
@@ -87,21 +90,35 @@ def sample_objects() -> tuple[tuple[str, str], ...]:
     return tuple((resource, body) for _, resource, body in sorted(objects, key=lambda o: o[0]))
 
 
-def load_sample_cluster(emu: KubeEmulator) -> None:
+def load_sample_cluster(emu: KubeEmulator, cluster_file: str = "cluster.yaml") -> None:
     """examples/cluster.yaml into the emulator: priority and storage classes, namespaces, nodes, pods
     (bound, completed, pending), services, replicasets, statefulsets, claims, volumes, CSINodes,
-    budgets, NodeMetrics; with the PV controller and the zonal disks' provisioner at work."""
+    budgets, NodeMetrics; with the PV controller and the zonal disks' provisioner at work. (Or another
+    sample: examples/dra-cluster.yaml's GPU nodes, device classes, slices, claims and their pods.)"""
     emu.pv_controller = True
     emu.auto_provision = dict(ZONAL_PROVISIONER)
-    for resource, body in sample_objects():
+    owned: list[tuple[str, dict[str, Any]]] = []
+    for resource, body in sample_objects(cluster_file):
         obj = json.loads(body)
         meta = obj["metadata"]
+        if any(ref.get("kind") == "Pod" for ref in meta.get("ownerReferences") or []) or (
+            (obj.get("status") or {}).get("reservedFor")
+        ):
+            owned.append((resource, obj))  # a template's claim, a claim in use: after their pods
+            continue
         exists = resource in (RESOURCES["Namespace"], RESOURCES["PriorityClass"]) and emu.get(resource, meta["name"])
         if exists and resource == RESOURCES["Namespace"]:
             # default and kube-system exist from the start, as on a real server: take the sample's labels
             emu.patch(resource, meta["name"], {"metadata": {"labels": meta.get("labels") or {}}})
         elif not exists:  # (the system-* PriorityClasses exist from the start too, as the sample has them)
             emu.create(resource, obj)
+    for resource, obj in owned:  # the server gave each pod a uid of its own: the claims name that one
+        namespace = obj["metadata"]["namespace"]
+        for ref in [*(obj["metadata"].get("ownerReferences") or []), *(obj.get("status") or {}).get("reservedFor", [])]:
+            pod = emu.get("pods", ref["name"], namespace)
+            assert pod is not None, ref
+            ref["uid"] = pod["metadata"]["uid"]
+        emu.create(resource, obj)
 
 
 def expected_decisions(emu: KubeEmulator, specs: list[dict[str, Any]]) -> dict[str, Decision]:
@@ -155,6 +172,28 @@ def assert_volumes_bound(emu: KubeEmulator, expected: dict[str, Decision]) -> No
     assert checked or not any(p["spec"]["schedulerName"] == "stateful-scheduler" for p in emu.list("pods"))
 
 
+def assert_devices_allocated(emu: KubeEmulator, expected: dict[str, Decision]) -> None:
+    """The devices simulate lists for each placement, as the claims on the API server hold them: the
+    allocation written (with kube's finalizer), the pod in `reservedFor`; a claim already allocated
+    (shared with a running pod) gains the pod and keeps its devices."""
+    checked = 0
+    for key, decision in expected.items():
+        reservation = decision.reservations.get("DynamicResources")
+        if not isinstance(reservation, DeviceReservation):
+            continue
+        namespace, name = key.split("/")
+        uid = emu.get("pods", name, namespace)["metadata"]["uid"]
+        for item in reservation.claims:
+            claim = emu.get(CLAIMS, item.claim.name, namespace)
+            assert claim is not None and DELETE_PROTECTION in claim["metadata"]["finalizers"], item.key
+            assert {"resource": "pods", "name": name, "uid": uid} in claim["status"]["reservedFor"], item.key
+            results = claim["status"]["allocation"]["devices"]["results"]
+            if item.allocation is not None:
+                assert results == item.allocation["devices"]["results"], item.key
+            checked += 1
+    assert checked
+
+
 def events_by_pod(emu: KubeEmulator) -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = {}
     for event in emu.list("events.k8s.io/v1/events"):
@@ -188,7 +227,7 @@ def assert_checkout_spread(emu: KubeEmulator, bound: Counter[str]) -> None:
 @pytest.mark.parametrize("profile_file", PROFILE_FILES, ids=[p.stem for p in PROFILE_FILES])
 async def test_example_profile_end_to_end(kube_emulator: KubeEmulator, tmp_path: Path, profile_file: Path) -> None:
     emu = kube_emulator
-    load_sample_cluster(emu)
+    load_sample_cluster(emu, CLUSTER_FILES.get(profile_file.name, "cluster.yaml"))
     documents = [d for d in yaml.safe_load_all(profile_file.read_text()) if d]
     for document in documents:
         emu.create("sp", {k: v for k, v in document.items() if k not in ("apiVersion", "kind")})
@@ -256,6 +295,8 @@ async def test_example_profile_end_to_end(kube_emulator: KubeEmulator, tmp_path:
         assert_checkout_spread(emu, bound)
     if any(document["spec"]["schedulerName"] == "stateful-scheduler" for document in documents):
         assert_volumes_bound(emu, expected)
+    if profile_file.name in CLUSTER_FILES:
+        assert_devices_allocated(emu, expected)
     # Kopf wrote nothing to any pod: only bindings and pods/status
     writes = [r for r in emu.requests if r.method in ("PATCH", "PUT") and "/pods/" in r.path]
     assert all(r.path.endswith("/status") for r in writes)

@@ -101,7 +101,7 @@ def test_unknown_plugin_is_its_own_reason(section: str) -> None:
     with pytest.raises(UnknownPluginError) as caught:
         compile_profile("p", {"schedulerName": "s", section: [{"name": "Nope"}]})
     assert str(caught.value).startswith(f'profile "p": {section}[0] Nope: name: unknown plugin "Nope" (installed: ')
-    assert "DefaultPreemption, DynamicResources, ImageLocality, " in str(caught.value)
+    assert "DefaultPreemption, DynamicResources, GangScheduling, ImageLocality, " in str(caught.value)
     assert caught.value.reason == "UnknownPlugin"
 
 

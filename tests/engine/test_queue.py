@@ -202,3 +202,54 @@ def test_a_woken_pod_is_not_woken_twice_by_a_stream_of_events() -> None:
     clock.advance(1.0)
     assert drain(queue) == ["default/p"]
     assert queue.pop() is None
+
+
+def test_take_out_of_turn_as_pop_would() -> None:
+    """kube's pod group cycle takes the group's other pending pods with the one popped: each is in
+    flight (never popped again meanwhile), counts an attempt, and backs off from now."""
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    for name in ("a", "b", "c"):
+        queue.add(make(name))  # type: ignore[arg-type]
+    popped = queue.pop()
+    assert popped is not None and popped.key == "default/a"
+    assert queue.take("default/a") is None  # in flight already
+    queue.backoff("default/b")  # (never attempted: ready at once) then taken from the backoff
+    taken = queue.take("default/b")
+    assert taken is not None and taken.key == "default/b"
+    assert queue.take("default/zz") is None
+    assert queue.counts() == {"active": 1, "backoff": 0, "in_flight": 2}
+    assert drain(queue) == ["default/c"]  # b's stale heap entries are skipped
+    clock.advance(5)
+    assert queue.backoff("default/b") == 1  # its first attempt: 1 s from the take, not from -inf
+    assert queue.next_ready_in() == 0.0
+    queue.wake()  # a wake does not bring back a pod in flight
+    assert queue.entry("default/b").attempts == 1  # type: ignore[union-attr]
+
+
+def test_wake_pod_retries_that_pod_alone_after_the_initial_backoff() -> None:
+    """The pod's own update that may help it (its generated ResourceClaim recorded): only it is woken,
+    whatever events it was waiting for, and never sooner than the initial backoff."""
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    for name in ("p", "q"):
+        queue.add(make(name))  # type: ignore[arg-type]
+    for _ in range(4):  # backoff now 8 s for both
+        for _ in range(2):
+            queue.pop()
+        for key in ("default/p", "default/q"):
+            delay = queue.backoff(key, frozenset({"ResourceClaim"}))
+        clock.advance(delay)  # type: ignore[arg-type]
+    queue.pop(), queue.pop()
+    queue.backoff("default/p", frozenset({"ResourceClaim"}))
+    queue.backoff("default/q", frozenset({"ResourceClaim"}))
+    queue.wake_pod("default/p")
+    queue.wake_pod("default/absent")  # (not queued: nothing happens)
+    assert queue.next_ready_in() == 1.0
+    clock.advance(1.0)
+    assert drain(queue) == ["default/p"]
+    queue.wake_pod("default/p")  # in flight: nothing to do
+    assert queue.entry("default/p").state == "in_flight"  # type: ignore[union-attr]
+    queue.wake("ResourceClaim")  # q is still interested in its events
+    clock.advance(0.0)
+    assert drain(queue) == ["default/q"]

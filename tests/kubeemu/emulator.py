@@ -120,12 +120,14 @@ class KubeEmulator:
         pdb_controller: bool = False,
         auto_provision: dict[str, str] | None = None,
         kube_version: str = DEFAULT_VERSION,
+        gang_scheduling: bool = False,
     ) -> None:
         self.host = host
         self.port = port
         self.kube_minor = parse_minor(kube_version)  # the Kubernetes minor played (24..36)
         self.features = Features(self.kube_minor)
-        self.registry = Registry(builtin_resources(self.kube_minor))
+        # gang_scheduling: the GenericWorkload and GangScheduling gates on, scheduling.k8s.io/v1alpha2 served
+        self.registry = Registry(builtin_resources(self.kube_minor, gang_scheduling))
         self.store = Store(self.registry, history_size=history_size,
                            strict_namespaces=strict_namespaces,
                            graceful_pod_deletion=graceful_pod_deletion, features=self.features)

@@ -117,9 +117,11 @@ def event_new_to_core(obj: Obj) -> Obj:
     return out
 
 
-def builtin_resources(minor: int = 36) -> list[ResourceDef]:
+def builtin_resources(minor: int = 36, gang_scheduling: bool = False) -> list[ResourceDef]:
     """The built-in (non-CRD) resources, as an API server of Kubernetes ``1.<minor>`` with
-    metrics-server lists them (``pods/resize`` from 1.33, ``resource.k8s.io/v1`` from 1.34)."""
+    metrics-server lists them (``pods/resize`` from 1.33, ``resource.k8s.io/v1`` from 1.34; with
+    ``gang_scheduling``, a v1.36 server started with ``--feature-gates=GenericWorkload=true,
+    GangScheduling=true --runtime-config=scheduling.k8s.io/v1alpha2=true``: its PodGroups)."""
     status = ("status",)
     pod_subresources = ("binding", "status", "resize") if minor >= 33 else ("binding", "status")
     # Dynamic Resource Allocation's resource.k8s.io/v1 (GA and served by default from 1.34)
@@ -179,7 +181,32 @@ def builtin_resources(minor: int = 36) -> list[ResourceDef]:
                     verbs=READ_VERBS),
     ]
     defs.extend(dra)
+    if gang_scheduling:
+        if minor != 36:
+            raise ValueError("kubeemu serves scheduling.k8s.io/v1alpha2 PodGroups as v1.36 does (kube_version 1.36)")
+        defs.append(ResourceDef("scheduling.k8s.io", "v1alpha2", "podgroups", "podgroup", "PodGroup", True,
+                                subresources=status, tracks_generation=True))
     return defs
+
+
+def scheduler_plugins_podgroup_crd() -> Obj:
+    """scheduler-plugins' PodGroup CRD (``podgroups.scheduling.x-k8s.io``, v1alpha1, its
+    Coscheduling plugin's), as a test installs it: ``emu.create("crd", scheduler_plugins_podgroup_crd())``."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+        "spec": {
+            "group": "scheduling.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup",
+                      "listKind": "PodGroupList", "shortNames": ["pg", "pgs"]},
+            "versions": [{
+                "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }],
+        },
+    }
 
 
 def schedulerprofile_crd() -> Obj:

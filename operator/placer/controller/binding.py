@@ -114,9 +114,10 @@ class BindingCycles:
 
     # ----------------------------------------------------------------- from the scheduling cycle
 
-    def start(self, pod: PodInfo, decision: Decision, profile: Profile) -> bool:
+    def start(self, pod: PodInfo, decision: Decision, profile: Profile, slot: bool = True) -> bool:
         """The binding cycle of a pod reserved and permitted (or waiting on Permit); True when its
-        task took the bind slot of the loop's cycle."""
+        task took the bind slot of the loop's cycle (`slot`: the cycle has one to give — a group
+        cycle's first pod does, its others wait for one)."""
         state = self.state
         assert decision.permit is not None
         plans: list[tuple[PreBindPlugin[Any], PreBind]] | None = None
@@ -126,7 +127,7 @@ class BindingCycles:
             except PluginFailed as failed:
                 self._failed(pod, decision, profile, self._plugin_failure(pod, failed), from_now=False)
                 return False
-            if not plans:
+            if not plans and slot:
                 self._spawn(self._bind(pod, decision, profile, []), self._binds)
                 return True
         self._spawn(self._wait_then_bind(pod, decision, profile, plans), self._waiting)

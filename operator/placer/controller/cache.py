@@ -9,6 +9,8 @@ Pods, as kube-scheduler's cache sees them:
   and queued when one does; a pod we assumed (bind in flight, or bound but not yet seen bound) is
   never queued again, so it is never bound twice;
 - gated (`spec.schedulingGates`): pending but not queued until the gates are gone;
+- of a group (`placer.controller.groups`): not queued while the group waits (its PodGroup missing,
+  or fewer than `minCount` of its pods exist);
 - stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
   resync LIST and the pod watch may race) are ignored;
 - nominated (`status.nominatedNodeName`): followed by `placer.controller.nominations`;
@@ -160,8 +162,10 @@ class ClusterCache:
             self.queue.remove(key)
             return
         self.gated.discard(key)
-        if self.profiles.active(pod.scheduler_name) is not None:
+        if self.profiles.active(pod.scheduler_name) is not None and not self.state.groups.holds(pod):
             self.queue.add(pod)
+            if known is not None and known.uid == pod.uid and known.resource_claims != pod.resource_claims:
+                self.queue.wake_pod(key)  # e.g. its template's claim recorded (kube's UpdatePodGeneratedResourceClaim)
             self.state.wakeup.set()
         if self.shadows.watching(pod.scheduler_name) and self.state.is_leader() and self.shadows.created(pod):
             self.state.wakeup.set()  # a shadow decision to take when the loop has time
@@ -192,10 +196,12 @@ class ClusterCache:
             self.pending[previous].pop(pod.key, None)
         self.pending.setdefault(name, {})[pod.key] = pod
         self._pending_name[pod.key] = name
+        self.state.groups.pended(pod)  # (a new member may complete its group)
 
     def _unpend(self, key: str) -> None:
         name = self._pending_name.pop(key, None)
         self.gated.discard(key)
+        self.state.groups.unpended(key)
         if name is not None:
             pods = self.pending.get(name)
             if pods is not None:
@@ -206,7 +212,7 @@ class ClusterCache:
     def enqueue_pending(self, scheduler_name: str) -> None:
         """Queue every pending pod of a schedulerName (a profile started owning it, or a new term)."""
         for key, pod in self.pending.get(scheduler_name, {}).items():
-            if key not in self.cluster.pods and key not in self.gated:
+            if key not in self.cluster.pods and key not in self.gated and not self.state.groups.holds(pod):
                 self.queue.add(pod)
         self.state.wakeup.set()
 

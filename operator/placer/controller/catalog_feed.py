@@ -62,6 +62,13 @@ class CatalogFeed:
         if changed:
             self._wake(kind.name)
 
+    def served(self, kind: Kind, served: bool) -> None:
+        """Whether the API server serves `kind` (a LIST answered, or a 404: an older release)."""
+        if self.catalog.set_served(kind.name, served):
+            if not served:
+                logger.info("%s (%s) is not served by this API server: none are used", kind.plural, kind.api_version)
+            self._wake(kind.name)
+
     def deleted(self, kind: Kind, raw: Mapping[str, Any]) -> None:
         self._versions[kind.plural].pop(object_key(kind, raw), None)
         if delete_object(self.catalog, kind, raw):

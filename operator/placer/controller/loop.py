@@ -34,10 +34,12 @@ import logging
 import time
 
 from placer.controller.binding import BindingCycles
+from placer.controller.group_cycle import GroupCycle
 from placer.controller.preemption import VICTIM_GONE, Preemptions, keeps_nomination
 from placer.controller.shadow import ShadowWork
 from placer.controller.state import SchedulerState
 from placer.engine.framework import ClusterEvent, PermitCode
+from placer.engine.groups import group_of
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 from placer.engine.runtime import Decision
@@ -55,6 +57,7 @@ class SchedulingLoop:
         self._stopping = asyncio.Event()
         self.preemptions = Preemptions(state)
         self.binding = BindingCycles(state, self._slots, self._stopping, self.preemptions.clear)
+        self.groups = GroupCycle(self)  # a pod of a group: its whole group decided together
         # shadow profiles' decisions: in idle time, and within a small share of the busy time
         self.shadow = ShadowWork(state.shadows, state.cluster, share=state.options.shadow_busy_share)
         self.debug = logger.isEnabledFor(logging.DEBUG)
@@ -111,6 +114,9 @@ class SchedulingLoop:
         profile = self._profile(pod)
         if profile is None:
             return False
+        ref = group_of(pod)
+        if ref is not None:
+            return self.groups.run(pod, ref, profile)
         decision = self._schedule(pod, profile)
         if decision is None:
             return False
@@ -221,7 +227,7 @@ class SchedulingLoop:
         the next leader."""
         self._stopping.set()
         self.state.binding_changes.fire()
-        tasks = [*self.binding.tasks, *self.preemptions.tasks]
+        tasks = [*self.binding.tasks, *self.preemptions.tasks, *self.state.groups.tasks]
         if tasks:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):

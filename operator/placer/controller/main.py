@@ -105,7 +105,7 @@ class _Runtime:
             if state.leader is not None:
                 await state.leader.release()
         # the informers' streams are tasks started after Kopf's: Kopf would wait 5 s for them
-        for name in ("pod watch", "node watch"):
+        for name in ("pod watch", "node watch", "podgroup watch"):
             task = state.tasks.pop(name, None)
             if task is not None:
                 await _stop_task(task)
@@ -160,6 +160,7 @@ async def operate(
             "relist reconciler": state.resync.reconcile_forever(),
             "pod watch": pod_informer(state).run(),
             "node watch": node_informer(state).run(),
+            "podgroup watch": state.group_watch.run(),
             "api prober": state.api.probe_forever(),
         }
         if state.leader is not None:

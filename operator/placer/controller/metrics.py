@@ -84,6 +84,11 @@ class Gauge(_Metric):
     def set(self, value: float, **labels: str) -> None:
         self.values[tuple(sorted(labels.items()))] = value
 
+    def replace(self, series: Iterable[tuple[Mapping[str, str], float]]) -> None:
+        """Every series at once: those not given are gone (a deleted object's, a label value that
+        changed), in one assignment a concurrent scrape sees whole."""
+        self.values = {tuple(sorted(labels.items())): value for labels, value in series}
+
     def get(self, **labels: str) -> float:
         return self.values.get(tuple(sorted(labels.items())), 0.0)
 
@@ -146,6 +151,11 @@ class Metrics:
             "placer_profile_reloads_total",
             "SchedulerProfile (re)loads by profile and result (success, invalid).",
         )
+        self.profile_ready = Gauge(
+            "placer_profile_ready",
+            "1 when the SchedulerProfile's Ready condition is True, else 0, by profile and the condition's "
+            "reason (Loaded, InvalidArgs, UnknownPlugin, Conflict); a deleted profile has no series.",
+        )
         self.bindings = Counter(
             "placer_bindings_total", "Binding calls by result (bound, conflict, gone, failed)."
         )
@@ -197,7 +207,8 @@ class Metrics:
             "placer_shadow_waiting_pods", "Shadowed pods waiting for a shadow decision, by profile."
         )
         self._all: list[_Metric] = [
-            self.attempts, self.attempt_duration, self.pending, self.reloads, self.bindings, self.volume_binds,
+            self.attempts, self.attempt_duration, self.pending, self.reloads, self.profile_ready, self.bindings,
+            self.volume_binds,
             self.volume_binds_waiting, self.preemptions, self.preemption_victims, self.leader,
             self.reports_dropped, self.api_errors, self.shadow_decisions, self.shadow_late, self.shadow_dropped,
             self.shadow_waiting,

@@ -97,3 +97,5 @@ class Options:
     # after 8 retries, ~54 s, and the operator then exits)
     watch_backoff: float = 1.0
     watch_max_backoff: float = 16.0
+    # PodGroup APIs (scheduling.k8s.io, scheduling.x-k8s.io) discovered again this often (seconds)
+    group_discovery_interval: float = 60.0

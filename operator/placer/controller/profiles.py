@@ -13,7 +13,8 @@
   cycle, so no pod is ever scored by a mix of two versions.
 - The status (`observedGeneration` and the `Ready` condition) is written through the status
   subresource only when it differs from what the object shows or what we last wrote, and only
-  by the leader (the caller decides).
+  by the leader (the caller decides). Every replica exports the condition it computes as
+  `placer_profile_ready{profile,reason}` (1 when Ready is True), kept current at every change.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ class ProfileRegistry:
     def delete(self, name: str) -> None:
         if self.entries.pop(name, None) is not None:
             logger.info("profile %s deleted", name)
-            self._reassign()
+            self._reassign()  # (which re-publishes the Ready gauge without it)
 
     def _compile(self, entry: ProfileEntry) -> None:
         try:
@@ -207,28 +208,42 @@ class ProfileRegistry:
     def _mark(self, name: str) -> None:
         self.dirty.add(name)
         self.changed.set()
+        self._publish_ready()
 
     def mark_all(self) -> None:
         """Re-evaluate every status (ownership moved, metrics appeared, a new leader)."""
         self.dirty.update(self.entries)
         self.changed.set()
+        self._publish_ready()
 
-    def desired(self, entry: ProfileEntry) -> ReadyStatus:
-        """The status the object should show now (without lastTransitionTime)."""
+    def _publish_ready(self) -> None:
+        """`placer_profile_ready{profile,reason}`: each profile's Ready condition as `desired` makes
+        it (what the leader writes), on every replica; whatever ownership, compilation or deletion
+        changed is in the one assignment (a profile's reason moving or the profile gone leave no
+        stale series)."""
+        statuses = {name: self.desired(entry, warnings=False) for name, entry in self.entries.items()}
+        self.metrics.profile_ready.replace(
+            ({"profile": name, "reason": status.reason}, 1.0 if status.status == "True" else 0.0)
+            for name, status in statuses.items()
+        )
+
+    def desired(self, entry: ProfileEntry, warnings: bool = True) -> ReadyStatus:
+        """The status the object should show now (without lastTransitionTime); `warnings`: with the
+        plugins' warnings in the message (the condition's status and reason never depend on them)."""
         generation = entry.generation
         if entry.error is not None:
             kept = f"; generation {entry.compiled.generation} keeps scheduling" if entry.compiled else ""
             return ReadyStatus(generation, "False", entry.error_reason, entry.error + kept)
         assert entry.compiled is not None
         if entry.compiled.shadow:
-            return self._shadow_ready(entry, entry.compiled)
+            return self._shadow_ready(entry, entry.compiled, warnings)
         scheduler_name = entry.compiled.scheduler_name
         owner = self._owners.get(scheduler_name)
         if owner is entry:
             message = f'scheduling pods with schedulerName "{scheduler_name}"'
-            warnings = entry.compiled.warnings(self.cluster)
-            if warnings:
-                message += "; " + "; ".join(warnings)
+            found = entry.compiled.warnings(self.cluster) if warnings else []
+            if found:
+                message += "; " + "; ".join(found)
             return ReadyStatus(generation, "True", "Loaded", message)
         holder = owner.name if owner is not None else "?"
         return ReadyStatus(
@@ -236,12 +251,12 @@ class ProfileRegistry:
             f'schedulerName "{scheduler_name}" is already served by the older profile "{holder}"',
         )
 
-    def _shadow_ready(self, entry: ProfileEntry, compiled: Profile) -> ReadyStatus:
+    def _shadow_ready(self, entry: ProfileEntry, compiled: Profile, warnings: bool = True) -> ReadyStatus:
         """A shadow profile is Ready as soon as it compiles: it conflicts with no one."""
         message = f'shadowing pods with schedulerName "{compiled.shadow_of}" (binds none)'
-        warnings = compiled.warnings(self.cluster)
-        if warnings:
-            message += "; " + "; ".join(warnings)
+        found = compiled.warnings(self.cluster) if warnings else []
+        if found:
+            message += "; " + "; ".join(found)
         return ReadyStatus(entry.generation, "True", "Loaded", message)
 
     def status_updates(self) -> list[tuple[str, ReadyStatus]]:

@@ -238,11 +238,14 @@ class Resync:
         simply absent."""
         assert self.state.kube is not None
         try:
-            return await self.state.kube.list_objects(kind.path())
+            listed = await self.state.kube.list_objects(kind.path())
         except ApiError as error:
             if error.status == 404:
+                self.state.catalog.served(kind, False)
                 return [], ""  # no resourceVersion: nothing is pruned on this evidence
             raise
+        self.state.catalog.served(kind, True)
+        return listed
 
     async def _list_profiles(self) -> tuple[list[Any], str]:
         assert self.state.kube is not None

@@ -6,7 +6,8 @@ What it holds, each part in a module named for its job:
   Permit), the profiles (`placer.controller.profiles`) and the shadows (`placer.controller.shadow`);
 - `cache` (`placer.controller.cache`): what the informers feed — pods, nodes, profiles — turned
   into engine calls; `nominations` (`placer.controller.nominations`); `catalog`
-  (`placer.controller.catalog_feed`): every other kind;
+  (`placer.controller.catalog_feed`): every other kind; `groups` (`placer.controller.groups`) and
+  `group_watch` (`placer.controller.group_watch`): groups of pods and their PodGroups;
 - `resync` (`placer.controller.resync`): fresh LISTs, pruning, where the watches resume;
 - `statuses` (`placer.controller.statuses`): the profiles' status writer;
 - `node_metrics` (`placer.controller.node_metrics`): NodeMetrics for NodeUtilization;
@@ -32,6 +33,8 @@ from typing import Any
 from placer.controller.api_health import ApiHealth
 from placer.controller.cache import ClusterCache
 from placer.controller.catalog_feed import CatalogFeed, object_key
+from placer.controller.group_watch import GroupWatches
+from placer.controller.groups import GroupMembers
 from placer.controller.kube import KubeClient
 from placer.controller.leader import LeaderElector
 from placer.controller.metrics import Metrics
@@ -98,6 +101,8 @@ class SchedulerState:
         # namespaces, services, workloads, ...: every catalog kind through one path
         self.catalog = CatalogFeed(self.cluster.catalog, self.wake)
         self.nominations = Nominations(self)
+        self.groups = GroupMembers(self)  # pods by group, the members waiting for theirs, its status
+        self.group_watch = GroupWatches(self)  # PodGroups of both APIs, where served
         self.cache = ClusterCache(self)
         self.resync = Resync(self, clock)
         self.statuses = StatusWriter(self)

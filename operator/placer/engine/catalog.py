@@ -57,6 +57,9 @@ class Catalog:
         # assumed objects: (kind, namespace, name) -> the API server's version under the assumption
         self._assumed: dict[tuple[str, str, str], Any] = {}
         self._observers: dict[str, list[Callable[[str, str, Any, Any], None]]] = {}
+        # kinds the API server does not serve (an older release: the operator's LIST got a 404), so
+        # a plugin can tell "not there" from "not served" (DynamicResources' message)
+        self.unserved: frozenset[str] = frozenset()
 
     def _changed(self, kind: str, namespace: str = "", name: str = "", old: Any = None, new: Any = None) -> None:
         self._versions[kind] = self.version(kind) + 1
@@ -147,6 +150,15 @@ class Catalog:
 
     def count(self, kind: str) -> int:
         return sum(len(names) for names in self._objects.get(kind, {}).values())
+
+    def set_served(self, kind: str, served: bool) -> bool:
+        """Whether the API server serves `kind`; True when that changed (a change of the kind)."""
+        unserved = self.unserved - {kind} if served else self.unserved | {kind}
+        if unserved == self.unserved:
+            return False
+        self.unserved = unserved
+        self._changed(kind)
+        return True
 
 
 def _newer(value: Any, than: Any) -> bool:

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from placer.engine.allocator import DeviceID, Pool, gather_pools
+from placer.engine.allocator import DeviceID, Pool, default_matcher, gather_pools
 from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
 from placer.engine.devices import Device, DeviceToleration, ResourceClaimInfo, SliceInfo
-from placer.engine.dra_cel import CelError, compile_selector, evaluate
+from placer.engine.dra_cel import CelError
 from placer.engine.objects import NodeSelectorTerm
 from placer.plugins._selectors import term_mask
 
@@ -256,22 +256,13 @@ class DeviceIndex:
         known = self._matches.get(key)
         if known is None:
             try:
-                known = self._evaluate(expression, device)
+                known = default_matcher(expression, device)
             except CelError as error:
                 known = error
             self._matches[key] = known
         if isinstance(known, CelError):
             raise known
         return known
-
-    @staticmethod
-    def _evaluate(expression: str, device: Device) -> bool:
-        compiled = compile_selector(expression)
-        if compiled.program is None:
-            raise CelError("\0compile\0" + (compiled.error or ""))
-        if device.error is not None:
-            raise CelError(device.error)
-        return evaluate(compiled, device.cel)
 
     def states(self, selectors: tuple[str | None, ...]) -> np.ndarray:
         """Per device of the table: a chain of selectors matches (YES), not (NO), or fails (ERROR),

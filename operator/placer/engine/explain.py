@@ -4,7 +4,9 @@ A scheduling cycle stops at a node's first failing filter, which is enough to pl
 to tell its owner what to change: a node that is both tainted and full only says "tainted". Here
 every filter of the profile runs on every node and each one's reasons are kept, in the profile's
 filter order, with kube's wording as the plugins give it. A reason the pod itself causes (a
-PreFilter's, such as a missing claim, or an invalid pod) applies to every node and comes first.
+PreFilter's, such as a missing claim, or an invalid pod) applies to every node and comes first; so
+does, on the nodes a PreFilter's node set leaves out (NodeAffinity's `metadata.name In`), kube's
+`node(s) didn't satisfy plugin(s) [NodeAffinity]`.
 
 A pending pod's node, message and scores are those of a real cycle (`Scheduler.schedule`, as
 `placer simulate` runs it). A bound pod is taken off its node first, then every node it would pass
@@ -19,10 +21,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, Preemption
+from placer.engine.framework import FilterPlugin, Preemption, PreFilterResult
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
-from placer.engine.runtime import NodeScore, Scheduler
+from placer.engine.runtime import Narrowed, NodeScore, Scheduler, narrowing_conflict
 
 __all__ = ["Explanation", "explain", "node_reasons"]
 
@@ -78,25 +80,38 @@ def _per_slot(plugin: FilterPlugin, pod: PodInfo, cluster: ClusterState, rejecte
         yield slot, list(plugin.reason_counts(pod, cluster, one)) or [_fallback(plugin)]
 
 
-def _pod_reasons(pod: PodInfo, profile: Profile, cluster: ClusterState) -> list[str]:
-    """The reasons that concern the pod rather than any node, each once."""
+def _pod_reasons(pod: PodInfo, profile: Profile, cluster: ClusterState) -> tuple[list[str], Narrowed | None]:
+    """The reasons that concern the pod rather than any node, each once; and the nodes the
+    PreFilters' node sets leave (None: every node), as the cycle intersects them."""
     if pod.error is not None:
-        return [pod.error]
+        return [pod.error], None
     found: list[str] = []
+    names: frozenset[str] | None = None
+    narrowing: tuple[FilterPlugin, ...] = ()
     for plugin in profile.filters:
         reason = plugin.pre_filter(pod, cluster)
-        if reason is not None and reason not in found:
+        if isinstance(reason, PreFilterResult):
+            if names is not None and not names:
+                continue  # no node left already: the cycle stopped at the first conflict
+            narrowing += (plugin,)
+            names = reason.node_names if names is None else names & reason.node_names
+            if not names:
+                reason = narrowing_conflict(narrowing)
+        if isinstance(reason, str) and reason not in found:
             found.append(reason)
-    return found
+    return found, None if not names else Narrowed.of(names, narrowing, cluster)
 
 
 def _rejections(pod: PodInfo, profile: Profile, cluster: ClusterState) -> dict[int, list[str]]:
     """Slot -> the reasons of every filter that refused it, in the profile's order, each once."""
     present = np.flatnonzero(cluster.present[: cluster.size])
-    pod_reasons = _pod_reasons(pod, profile, cluster)
+    pod_reasons, narrowed = _pod_reasons(pod, profile, cluster)
     found: dict[int, list[str]] = {int(slot): list(pod_reasons) for slot in present} if pod_reasons else {}
     if pod.error is not None:
         return found  # an invalid pod is not put to the filters
+    if narrowed is not None:
+        for slot in present[~narrowed.allowed[present]].tolist():
+            found.setdefault(slot, []).append(narrowed.reason)
     for plugin in profile.filters:
         mask = plugin.filter(pod, cluster)
         if mask is None:

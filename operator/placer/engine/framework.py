@@ -63,6 +63,7 @@ __all__ = [
     "PreBind",
     "PreBindError",
     "PreBindPlugin",
+    "PreFilterResult",
     "Preemption",
     "ReservePlugin",
     "ScorePlugin",
@@ -131,6 +132,17 @@ class Plugin(ABC, Generic[ArgsT]):
         return []
 
 
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """kube's PreFilterResult: a PreFilter that knows the only nodes the pod may go to (NodeAffinity's
+    `matchFields` `metadata.name In [...]`) names them, and the cycle evaluates only those. The sets
+    of several plugins are intersected; every other node is reported as `node(s) didn't satisfy
+    plugin(s) [<plugins>]` (unresolvable: preemption does not try it), and an empty intersection
+    rejects the pod itself."""
+
+    node_names: frozenset[str]
+
+
 class FilterPlugin(Plugin[ArgsT]):
     """Decides which nodes can run the pod at all."""
 
@@ -142,9 +154,10 @@ class FilterPlugin(Plugin[ArgsT]):
     #: UnschedulableAndUnresolvable): preemption looks only at nodes such filters rejected
     resolvable: ClassVar[bool] = False
 
-    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
+    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | PreFilterResult | None:
         """A reason that concerns the pod rather than any node (kube's PreFilter rejection, e.g. a
-        missing claim): the pod fits nowhere, and the message reads `0/N nodes are available: <it>.`"""
+        missing claim): the pod fits nowhere, and the message reads `0/N nodes are available: <it>.`
+        Or a `PreFilterResult`: only the nodes it names are worth evaluating. None: no opinion."""
         return None
 
     @abstractmethod

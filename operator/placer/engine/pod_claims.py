@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placer.engine.fields import FieldError, mapping, sequence
+from placer.engine.volumes import required_string
 
 __all__ = ["NO_CLAIMS", "PodClaim", "parse_pod_claims"]
 
@@ -47,17 +48,13 @@ def parse_pod_claims(raw: Any, statuses: Any) -> tuple[PodClaim, ...]:
     for i, entry in enumerate(sequence(statuses, "status.resourceClaimStatuses")):
         path = f"status.resourceClaimStatuses[{i}]"
         item = mapping(entry, path)
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            raise FieldError(f"{path}.name", "Required value")
+        name = required_string(item, "name", path)
         recorded[name] = _optional_name(item, "resourceClaimName", path)
     claims: list[PodClaim] = []
     for i, entry in enumerate(sequence(raw, "spec.resourceClaims")):
         path = f"spec.resourceClaims[{i}]"
         item = mapping(entry, path)
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            raise FieldError(f"{path}.name", "Required value")
+        name = required_string(item, "name", path)
         claims.append(
             PodClaim(
                 name=name,

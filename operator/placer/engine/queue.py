@@ -111,6 +111,21 @@ class SchedulingQueue:
                 return entry.pod
         return None
 
+    def take(self, key: str) -> PodInfo | None:
+        """Take a queued pod out of turn, as `pop` would (kube's pod group cycle takes every pending
+        pod of the group at once): in flight, one attempt more; None when it is not queued, or is
+        in flight already."""
+        entry = self._entries.get(key)
+        if entry is None or entry.state == "in_flight":
+            return None
+        if entry.state == "waiting":
+            self._uninterest(entry)
+        entry.state = "in_flight"
+        entry.ticket = next(self._tickets)  # its heap entries are stale now
+        entry.attempts += 1
+        entry.last_attempt = self._clock()
+        return entry.pod
+
     def backoff(self, key: str, wake_on: frozenset[str] = frozenset(), from_now: bool = False) -> float | None:
         """After a failed attempt: wait 1 s doubling to 10 s, or until one of the `wake_on` events
         (empty: any event); returns the delay. Counted from the attempt, or `from_now` for a failure
@@ -165,6 +180,20 @@ class SchedulingQueue:
                 entry.ready_at = soonest
                 entry.ticket = next(self._tickets)
                 heapq.heappush(self._waiting, (entry.ready_at, entry.ticket, key))
+
+    def wake_pod(self, key: str) -> None:
+        """The pod itself changed in a way that may help it (kube's queueing hint for its own update,
+        e.g. its generated ResourceClaim recorded): retried once the initial backoff has passed."""
+        entry = self._entries.get(key)
+        if entry is None or entry.state != "waiting":
+            return
+        soonest = entry.last_attempt + self.initial_backoff
+        if soonest < entry.ready_at:
+            self._uninterest(entry)
+            entry.wake_on = frozenset()
+            entry.ready_at = soonest
+            entry.ticket = next(self._tickets)
+            heapq.heappush(self._waiting, (entry.ready_at, entry.ticket, key))
 
     def next_ready_in(self) -> float | None:
         """Seconds until a waiting pod becomes ready (0 if one is ready); None if none waits."""

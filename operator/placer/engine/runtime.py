@@ -32,6 +32,7 @@ from placer.engine.framework import (
     PreBind,
     PreBindPlugin,
     Preemption,
+    PreFilterResult,
     ReservePlugin,
     WaitingPod,
     WaitingPods,
@@ -46,12 +47,14 @@ __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
     "Decision",
+    "Narrowed",
     "NodeScore",
     "PluginFailed",
     "Scheduler",
     "Weighed",
     "binding_points",
     "fit_error_message",
+    "narrowing_conflict",
     "nodes_to_find",
     "permit_message",
 ]
@@ -135,6 +138,36 @@ class Decision:
         return self.node is not None
 
 
+@dataclass(frozen=True, slots=True)
+class Narrowed:
+    """The nodes the PreFilter plugins' `PreFilterResult`s leave (kube's merged PreFilterResult):
+    only these are evaluated; every other node is `reason`, unresolvable."""
+
+    allowed: np.ndarray  # bool per slot: a present node every narrowing plugin named
+    plugins: tuple[FilterPlugin, ...]  # the plugins that narrowed, in profile order
+
+    @property
+    def reason(self) -> str:
+        """kube's status for the nodes left out (`findNodesThatFitPod`'s absent-nodes status)."""
+        return f"node(s) didn't satisfy plugin(s) [{' '.join(sorted({p.name for p in self.plugins}))}]"
+
+    @staticmethod
+    def of(names: frozenset[str], plugins: tuple[FilterPlugin, ...], cluster: ClusterState) -> Narrowed:
+        allowed = np.zeros(cluster.size, dtype=bool)
+        slots = [slot for slot in map(cluster.index.get, names) if slot is not None]
+        allowed[slots] = True
+        allowed &= cluster.present[: cluster.size]  # a name of no (present) node is skipped, as kube does
+        return Narrowed(allowed, plugins)
+
+
+def narrowing_conflict(plugins: Sequence[FilterPlugin]) -> str:
+    """kube's RunPreFilterPlugins when the plugins' node sets leave no node: the pod's own reason."""
+    names = sorted({plugin.name for plugin in plugins})
+    if len(names) == 1:
+        return f"node(s) didn't satisfy plugin {names[0]}"
+    return f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
+
+
 class PluginFailed(Exception):
     """A plugin raised at a binding point: which one, and what (the operator reports it as kube
     does, `running PreBind plugin "NAME": ...`)."""
@@ -213,31 +246,62 @@ class Scheduler:
         # filters with them and without them: a node must pass both)
         nominated = cluster.nominated_against(pod) if cluster.nominated else []
         with cluster.with_pods(nominated):
-            pod_reason = self._pre_filter(pod, profile, cluster, decision)
-            feasible = None if pod_reason is not None else self._filter(pod, profile, cluster)
+            pod_reason, narrowed = self._pre_filter(pod, profile, cluster, decision)
+            # the nodes to evaluate: all, or those the PreFilters named and the pod's nominated node
+            # (kube tries that one first, whatever the PreFilterResult)
+            within = None if narrowed is None else self._with_nominated(narrowed.allowed, pod, cluster)
+            feasible = None if pod_reason is not None else self._filter(pod, profile, cluster, within)
         if feasible is not None and nominated and feasible.any():
-            feasible &= self._filter(pod, profile, cluster)
+            feasible &= self._filter(pod, profile, cluster, within)
         slots = np.empty(0, dtype=np.int64) if feasible is None else self._nodes_to_score(
-            feasible, profile, cluster, all_nodes, pod)
+            feasible, profile, cluster, all_nodes, pod, None if narrowed is None else narrowed.allowed)
         if slots.size == 0:
             with cluster.with_pods(nominated):
-                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason)
+                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within)
             return decision
         self._score(pod, profile, cluster, slots, decision, top)
         return decision
 
     @staticmethod
-    def _pre_filter(pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision) -> str | None:
+    def _pre_filter(
+        pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision
+    ) -> tuple[str | None, Narrowed | None]:
+        """kube's RunPreFilterPlugins: the first rejection of the pod itself, else the node sets of
+        the plugins that named nodes, intersected (none left: the pod's own reason)."""
+        names: frozenset[str] | None = None
+        narrowing: tuple[FilterPlugin, ...] = ()
         for plugin in profile.filters:
-            pod_reason = plugin.pre_filter(pod, cluster)
-            if pod_reason is not None:
+            outcome = plugin.pre_filter(pod, cluster)
+            if outcome is None:
+                continue
+            if not isinstance(outcome, PreFilterResult):
                 decision.rejected_by, decision.wake_on = (plugin.name,), plugin.events
-                return pod_reason
-        return None
+                return outcome, None
+            narrowing += (plugin,)
+            names = outcome.node_names if names is None else names & outcome.node_names
+            if not names:
+                decision.rejected_by = tuple(dict.fromkeys(p.name for p in narrowing))
+                decision.wake_on = frozenset().union(*(p.events for p in narrowing))
+                return narrowing_conflict(narrowing), None
+        return None, None if names is None else Narrowed.of(names, narrowing, cluster)
 
     @staticmethod
-    def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState) -> np.ndarray:
+    def _with_nominated(allowed: np.ndarray, pod: PodInfo, cluster: ClusterState) -> np.ndarray:
+        """`allowed` and the node the pod is nominated to, if any (kube evaluates it first)."""
+        nominated = cluster.nominated.get(pod.key)
+        node = nominated[1] if nominated is not None else pod.nominated_node
+        slot = cluster.index.get(node) if node else None
+        if slot is None or allowed[slot] or not cluster.present[slot]:
+            return allowed
+        within = allowed.copy()
+        within[slot] = True
+        return within
+
+    @staticmethod
+    def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None) -> np.ndarray:
         feasible = cluster.present[: cluster.size].copy()
+        if within is not None:
+            feasible &= within
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
             if mask is not None:
@@ -248,14 +312,20 @@ class Scheduler:
 
     def _unschedulable(
         self, pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision, all_nodes: int,
-        pod_reason: str | None,
+        pod_reason: str | None, narrowed: Narrowed | None = None, within: np.ndarray | None = None,
     ) -> None:
-        """kube's FitError, then the PostFilter plugins (preemption) with what it found."""
+        """kube's FitError, then the PostFilter plugins (preemption) with what it found. Nodes a
+        PreFilterResult left out count as its reason, and preemption does not try them."""
         if pod_reason is not None:
             decision.message = fit_error_message(all_nodes, Counter(), pod_reason)
             candidates = np.empty(0, dtype=np.int64)
         else:
-            reasons, rejected_by, resolvable = self._failure_reasons(pod, profile, cluster)
+            reasons, rejected_by, resolvable = self._failure_reasons(pod, profile, cluster, within)
+            if narrowed is not None and within is not None:
+                left_out = all_nodes - int(np.count_nonzero(within))
+                if left_out > 0:
+                    reasons[narrowed.reason] += left_out
+                rejected_by = [*(p for p in narrowed.plugins if p not in rejected_by), *rejected_by]
             decision.reasons = dict(reasons)
             decision.message = fit_error_message(all_nodes, reasons)
             decision.rejected_by = tuple(plugin.name for plugin in rejected_by)
@@ -461,39 +531,49 @@ class Scheduler:
         ]
 
     def _nodes_to_score(
-        self, feasible: np.ndarray, profile: Profile, cluster: ClusterState, all_nodes: int, pod: PodInfo
+        self, feasible: np.ndarray, profile: Profile, cluster: ClusterState, all_nodes: int, pod: PodInfo,
+        allowed: np.ndarray | None = None,
     ) -> np.ndarray:
         """The first feasible nodes in node-tree order from the rotating start index, as many as
         `percentageOfNodesToScore` asks; advances the index past the nodes examined. A pod
-        nominated to a node that fits goes there (kube's `evaluateNominatedNode`)."""
+        nominated to a node that fits goes there (kube's `evaluateNominatedNode`). With a
+        PreFilterResult (`allowed`), only its nodes are scanned, as kube's list of them."""
         nominated = cluster.nominated.get(pod.key)
         node = nominated[1] if nominated is not None else pod.nominated_node
         slot = cluster.index.get(node) if node else None
         if slot is not None and feasible[slot]:
             return np.array([slot], dtype=np.int64)
         order = cluster.scan_order()
-        start = self.next_start_index % all_nodes
+        count = all_nodes
+        if allowed is not None:
+            order = order[allowed[order]]
+            count = int(order.size)
+            if count == 0:
+                return order
+        start = self.next_start_index % count
         rotated = np.concatenate((order[start:], order[:start])) if start else order
         positions = np.flatnonzero(feasible[rotated])
-        wanted = nodes_to_find(profile.percentage_of_nodes_to_score, all_nodes)
+        wanted = nodes_to_find(profile.percentage_of_nodes_to_score, count)
         if positions.size > wanted:
             # kube-scheduler stops at the first feasible node beyond those it needs and counts
             # every node before it as processed
             examined = int(positions[wanted])
             positions = positions[:wanted]
         else:
-            examined = all_nodes
-        self.next_start_index = (start + examined) % all_nodes
+            examined = count
+        self.next_start_index = (self.next_start_index + examined) % all_nodes
         return rotated[positions]
 
     @staticmethod
     def _failure_reasons(
-        pod: PodInfo, profile: Profile, cluster: ClusterState
+        pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None
     ) -> tuple[Counter[str], list[FilterPlugin], np.ndarray]:
         """Each node's reasons come from the first filter that rejected it (kube stops at a node's
         first failing plugin); also which filters did, and per slot whether evicting pods may undo
-        its rejection (what preemption may try)."""
+        its rejection (what preemption may try). Only the nodes `within` are looked at, if given."""
         remaining = cluster.present[: cluster.size].copy()
+        if within is not None:
+            remaining &= within
         reasons: Counter[str] = Counter()
         rejected_by: list[FilterPlugin] = []
         resolvable = np.zeros(cluster.size, dtype=bool)

@@ -19,7 +19,7 @@ from typing import Any
 
 from placer.engine.fields import FieldError, mapping, sequence
 
-__all__ = ["NO_VOLUMES", "ClaimRef", "InlineDisk", "PodVolumes", "parse_pod_volumes"]
+__all__ = ["NO_VOLUMES", "ClaimRef", "InlineDisk", "PodVolumes", "parse_pod_volumes", "required_string"]
 
 GCE_PD = "kubernetes.io/gce-pd"
 AWS_EBS = "kubernetes.io/aws-ebs"
@@ -76,7 +76,8 @@ def _read_only(source: Mapping[str, Any]) -> bool:
     return source.get("readOnly") is True
 
 
-def _required(source: Mapping[str, Any], key: str, path: str) -> str:
+def required_string(source: Mapping[str, Any], key: str, path: str) -> str:
+    """A field that must be a non-empty string (a name, an ID): FieldError "Required value" if not."""
     value = source.get(key)
     if not isinstance(value, str) or not value:
         raise FieldError(f"{path}.{key}", "Required value")
@@ -86,26 +87,27 @@ def _required(source: Mapping[str, Any], key: str, path: str) -> str:
 def _disk(volume: Mapping[str, Any], path: str) -> InlineDisk | None:
     if (source := volume.get("gcePersistentDisk")) is not None:
         source = mapping(source, f"{path}.gcePersistentDisk")
-        pd = _required(source, "pdName", f"{path}.gcePersistentDisk")
+        pd = required_string(source, "pdName", f"{path}.gcePersistentDisk")
         return InlineDisk(GCE_PD, pd, _read_only(source))
     if (source := volume.get("awsElasticBlockStore")) is not None:
         source = mapping(source, f"{path}.awsElasticBlockStore")
-        return InlineDisk(AWS_EBS, _required(source, "volumeID", f"{path}.awsElasticBlockStore"), _read_only(source))
+        volume_id = required_string(source, "volumeID", f"{path}.awsElasticBlockStore")
+        return InlineDisk(AWS_EBS, volume_id, _read_only(source))
     if (source := volume.get("rbd")) is not None:
         source = mapping(source, f"{path}.rbd")
-        image = _required(source, "image", f"{path}.rbd")
+        image = required_string(source, "image", f"{path}.rbd")
         pool = source.get("pool") or "rbd"
         monitors = frozenset(str(m) for m in sequence(source.get("monitors"), f"{path}.rbd.monitors"))
         return InlineDisk(RBD, f"{pool}/{image}", _read_only(source), monitors)
     if (source := volume.get("iscsi")) is not None:
         source = mapping(source, f"{path}.iscsi")
-        return InlineDisk(ISCSI, _required(source, "iqn", f"{path}.iscsi"), _read_only(source))
+        return InlineDisk(ISCSI, required_string(source, "iqn", f"{path}.iscsi"), _read_only(source))
     if (source := volume.get("azureDisk")) is not None:
         source = mapping(source, f"{path}.azureDisk")
-        return InlineDisk(AZURE_DISK, _required(source, "diskURI", f"{path}.azureDisk"), _read_only(source))
+        return InlineDisk(AZURE_DISK, required_string(source, "diskURI", f"{path}.azureDisk"), _read_only(source))
     if (source := volume.get("cinder")) is not None:
         source = mapping(source, f"{path}.cinder")
-        return InlineDisk(CINDER, _required(source, "volumeID", f"{path}.cinder"), _read_only(source))
+        return InlineDisk(CINDER, required_string(source, "volumeID", f"{path}.cinder"), _read_only(source))
     return None
 
 
@@ -117,17 +119,15 @@ def parse_pod_volumes(raw: Any, namespace: str, pod_name: str) -> PodVolumes:
     for i, entry in enumerate(sequence(raw, "spec.volumes")):
         path = f"spec.volumes[{i}]"
         volume = mapping(entry, path)
-        name = volume.get("name")
-        if not isinstance(name, str) or not name:
-            raise FieldError(f"{path}.name", "Required value")
+        name = required_string(volume, "name", path)
         if (source := volume.get("persistentVolumeClaim")) is not None:
             source = mapping(source, f"{path}.persistentVolumeClaim")
-            claims.append(ClaimRef(_required(source, "claimName", f"{path}.persistentVolumeClaim")))
+            claims.append(ClaimRef(required_string(source, "claimName", f"{path}.persistentVolumeClaim")))
         elif volume.get("ephemeral") is not None:
             claims.append(ClaimRef(f"{pod_name}-{name}", ephemeral=True))
         elif (source := volume.get("csi")) is not None:
             source = mapping(source, f"{path}.csi")
-            inline_csi.append((_required(source, "driver", f"{path}.csi"), f"{namespace}/{pod_name}/{name}"))
+            inline_csi.append((required_string(source, "driver", f"{path}.csi"), f"{namespace}/{pod_name}/{name}"))
         elif (disk := _disk(volume, path)) is not None:
             disks.append(disk)
     if not claims and not disks and not inline_csi:

@@ -16,6 +16,11 @@ kube's words:
   (`claim NS/NAME: selector #0: CEL runtime error: no such key: model`), a request over the
   32-device limit, `allocationMode: All` over a pool being updated, ...
 
+On an API server that does not serve `resource.k8s.io/v1` (older than v1.34; the operator's LIST
+of ResourceClaims got a 404) a pod with claims is not scheduled either — `pod "NS/NAME": its
+ResourceClaims cannot be read: this API server does not serve resource.k8s.io/v1 (Kubernetes v1.34
+or later)` — rather than bound as if it had none.
+
 Per node (kube's Filter), both UnschedulableAndUnresolvable (preemption cannot help):
 
 - an allocated claim's `status.allocation.nodeSelector` must admit the node — "resourceclaim not
@@ -115,6 +120,7 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 INVALID_POOLS = "invalid resource pools were encountered"
 # a node's code, and its reason
 REASONS = {1: NOT_AVAILABLE, 2: CANNOT_ALLOCATE, 3: INVALID_POOLS}
+UNSERVED_API = "resource.k8s.io/v1"
 
 
 # ------------------------------------------------------------------------------------ reservations
@@ -278,6 +284,9 @@ class _Plan:
 
 def _resolve(pod: PodInfo, cluster: ClusterState) -> tuple[str | None, list[ResourceClaimInfo]]:
     """kube's `foreachPodResourceClaim`: the pod's claims, or why the pod cannot be scheduled."""
+    if CLAIM in cluster.catalog.unserved:  # an API server older than v1.34 (the operator found no such kind)
+        return (f'pod "{pod.namespace}/{pod.name}": its ResourceClaims cannot be read: this API server does not '
+                f"serve {UNSERVED_API} (Kubernetes v1.34 or later)"), []
     claims: list[ResourceClaimInfo] = []
     for entry in pod.resource_claims:
         must_own = False

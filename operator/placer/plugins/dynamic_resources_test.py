@@ -146,6 +146,21 @@ def test_pod_level_reasons(pod: dict[str, Any], objects: list[dict[str, Any]], m
     assert decision.node is None and decision.message == f"0/1 nodes are available: {message}."
 
 
+def test_claims_on_an_api_server_without_resource_k8s_io_v1() -> None:
+    """Placer's own rule (kube v1.36 always serves the API): the operator found no ResourceClaim kind
+    (a 404: an API server older than v1.34), so a pod with claims is kept pending, saying why, rather
+    than bound as if it had none; a pod without claims is unaffected."""
+    state = cluster()
+    assert state.catalog.set_served(CLAIM, False) and not state.catalog.set_served(CLAIM, False)
+    message = ('pod "default/my-pod": its ResourceClaims cannot be read: this API server does not serve '
+               "resource.k8s.io/v1 (Kubernetes v1.34 or later)")
+    for pod in (pod_with_claim_name(), pod_with_template(), pod_with_template(status=False)):
+        assert prefilter(pod, state) == message
+    assert reasons(claim_pod("plain", claims={}), state) == {WORKER: []}
+    assert state.catalog.set_served(CLAIM, True)
+    assert prefilter(pod_with_claim_name(), state) == 'could not find ResourceClaim "default/my-pod-my-resource"'
+
+
 def test_template_entry_without_a_claim_is_skipped() -> None:
     """A status entry without a claim name: no claim was needed (kube skips it)."""
     pod = claim_pod("my-pod", templates={"my-resource": CLAIM_NAME}, uid=POD_UID, generated={"my-resource": None})

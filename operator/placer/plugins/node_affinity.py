@@ -5,9 +5,11 @@ Filter: the node must carry every `nodeSelector` label and match at least one te
 operators In, NotIn, Exists, DoesNotExist, Gt, Lt, and all `matchFields` on `metadata.name`).
 Reason: "node(s) didn't match Pod's node affinity/selector".
 
-Pod-level (kube's PreFilter): when every required term names nodes (`matchFields` `metadata.name In`)
-and no name survives (`In [a]` and `In [b]` in one term), the pod fits nowhere — "pod affinity
-terms conflict", kube v1.36's `0/N nodes are available: pod affinity terms conflict.`
+PreFilter (kube's): when every required term names nodes (`matchFields` `metadata.name In`), only
+those nodes are evaluated (a `PreFilterResult`): every other node reads "node(s) didn't satisfy
+plugin(s) [NodeAffinity]", and preemption does not try it. When no name survives (`In [a]` and
+`In [b]` in one term), the pod fits nowhere — "pod affinity terms conflict", kube v1.36's
+`0/N nodes are available: pod affinity terms conflict.`
 
 Score: the sum of the weights of the pod's `preferredDuringSchedulingIgnoredDuringExecution`
 terms the node matches, normalised as kube-scheduler does (`100 * sum / max(sum)`). A pod
@@ -35,6 +37,7 @@ from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
     FilterPlugin,
     NoArgs,
+    PreFilterResult,
     ScorePlugin,
     StaticCache,
     default_normalize,
@@ -72,11 +75,13 @@ class NodeAffinity(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
         self._masks: StaticCache[np.ndarray] = StaticCache()
         self._preferences: StaticCache[np.ndarray] = StaticCache()
 
-    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
+    def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | PreFilterResult | None:
         if not pod.required_terms:  # no required affinity, or no terms: kube returns no node set
             return None
         names = required_node_names(pod.required_terms)
-        return CONFLICT if names is not None and not names else None
+        if names is None:
+            return None
+        return PreFilterResult(frozenset(names)) if names else CONFLICT
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if not pod.node_selector and pod.required_terms is None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from placer.engine.framework import PreFilterResult
 from placer.engine.objects import parse_pod
 from placer.engine.profile import ProfileError
 from placer.testing import (
@@ -121,29 +122,76 @@ def name_in(*names: str) -> dict[str, Any]:
     return {"key": "metadata.name", "operator": "In", "values": list(names)}
 
 
-# TestNodeAffinity rows on matchFields (kube v1.36): PreFilter's node names, its conflict, and Filter
+FOO = {"foo": "bar"}
+
+
+# TestNodeAffinity rows on matchFields (kube v1.36): PreFilter's result (its node names, or the
+# conflict), and Filter on the one node
 @pytest.mark.parametrize(
-    ("terms", "node_name", "fits", "conflict"),
+    ("terms", "node_name", "labels", "fits", "pre_filter"),
     [
-        ([{"matchFields": [name_in("node1")]}], "node1", True, False),
-        ([{"matchFields": [name_in("node1")]}], "node2", False, False),
-        # two terms: matchFields does not match, but matchExpressions matches
-        ([{"matchFields": [name_in("node1")]}, {"matchExpressions": [expr("foo", "In", "bar")]}], "node2", True, False),
+        # matchFields In matches the existing node
+        ([{"matchFields": [name_in("node1")]}], "node1", {}, True, {"node1"}),
+        # matchFields In does not match the existing node
+        ([{"matchFields": [name_in("node1")]}], "node2", {}, False, {"node1"}),
+        # two terms: matchFields does not match, but matchExpressions matches (no node set: a term
+        # without names leaves every node possible)
+        ([{"matchFields": [name_in("node1"), name_in("node2")]}, {"matchExpressions": [expr("foo", "In", "bar")]}],
+         "node2", FOO, True, None),
         # one term: matchFields does not match, but matchExpressions matches (ANDed)
-        ([{"matchFields": [name_in("node1")], "matchExpressions": [expr("foo", "In", "bar")]}], "node2", False, False),
-        ([{"matchFields": [name_in("node1")], "matchExpressions": [expr("foo", "In", "bar")]}], "node1", True, False),
-        ([{"matchFields": [name_in("node1")]}, {"matchExpressions": [expr("foo", "In", "not-match")]}], "node2",
-         False, False),
-        ([{"matchFields": [name_in("node1")]}, {"matchFields": [name_in("node2")]}], "node2", True, False),
+        ([{"matchFields": [name_in("node1")], "matchExpressions": [expr("foo", "In", "bar")]}], "node2", FOO,
+         False, {"node1"}),
+        # one term: both match
+        ([{"matchFields": [name_in("node1")], "matchExpressions": [expr("foo", "In", "bar")]}], "node1", FOO,
+         True, {"node1"}),
+        # two terms: both matchFields and matchExpressions do not match
+        ([{"matchFields": [name_in("node1")]}, {"matchExpressions": [expr("foo", "In", "not-match-to-bar")]}],
+         "node2", FOO, False, None),
+        # two terms of node.Name affinity: the names are united
+        ([{"matchFields": [name_in("node1")]}, {"matchFields": [name_in("node2")]}], "node2", {}, True,
+         {"node1", "node2"}),
         # two conflicting match field requirements: PreFilter rejects the pod itself
-        ([{"matchFields": [name_in("node1"), name_in("node2")]}], "node2", False, True),
+        ([{"matchFields": [name_in("node1"), name_in("node2")]}], "node2", FOO, False, "pod affinity terms conflict"),
     ],
 )
-def test_kube_match_fields_rows(terms: list[dict], node_name: str, fits: bool, conflict: bool) -> None:
-    cluster = cluster_of([node(node_name, labels={"foo": "bar"})])
+def test_kube_match_fields_rows(
+    terms: list[dict], node_name: str, labels: dict[str, str], fits: bool, pre_filter: set[str] | str | None
+) -> None:
+    cluster = cluster_of([node(node_name, labels=labels)])
     wanted = parse_pod(pod("p", affinity=required(*terms)))
-    assert AFFINITY.pre_filter(wanted, cluster) == ("pod affinity terms conflict" if conflict else None)
+    expected = PreFilterResult(frozenset(pre_filter)) if isinstance(pre_filter, set) else pre_filter
+    assert AFFINITY.pre_filter(wanted, cluster) == expected
     assert filter_result(AFFINITY, wanted, cluster) == {node_name: fits}
+
+
+def test_pre_filter_has_no_node_set_without_required_terms() -> None:
+    cluster = cluster_of([node("node1")])
+    # kube's Skip (nothing to do) and the rows with a nodeSelector only or no terms: no node set
+    assert AFFINITY.pre_filter(parse_pod(pod("p")), cluster) is None
+    assert AFFINITY.pre_filter(parse_pod(pod("p", node_selector={"foo": "bar"})), cluster) is None
+    assert AFFINITY.pre_filter(parse_pod(pod("p", affinity=required())), cluster) is None
+
+
+def test_named_nodes_are_the_only_ones_evaluated() -> None:
+    cluster = cluster_of([node("node1", cpu="1"), node("node2", cpu="1"), node("node3", cpu="1"),
+                          node("node4", unschedulable=True)])
+    named = pod("p", cpu="2", affinity=required({"matchFields": [name_in("node1", "node4", "gone")]}))
+    decision = decide(make_profile(), named, cluster)
+    # node1 is too small, node4 cordoned (their own reasons); node2 and node3 never reach a filter,
+    # and the name of no node is skipped
+    assert decision.message == (
+        "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable, "
+        "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    )
+    assert decision.reasons == {"Insufficient cpu": 1, "node(s) were unschedulable": 1,
+                                "node(s) didn't satisfy plugin(s) [NodeAffinity]": 2}
+    assert set(decision.rejected_by) == {"NodeAffinity", "NodeUnschedulable", "NodeResourcesFit"}
+    assert decide(make_profile(), pod("p", cpu="500m", affinity=named["spec"]["affinity"]), cluster).node == "node1"
+    # every name is of no node: all nodes are left out
+    nowhere = pod("p", affinity=required({"matchFields": [name_in("invalid-node")]}))
+    assert decide(make_profile(), nowhere, cluster).message == (
+        "0/4 nodes are available: 4 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    )
 
 
 def test_conflicting_terms_reject_the_pod_itself() -> None:
