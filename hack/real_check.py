@@ -50,7 +50,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from real_bench import Api, control_plane_down, control_plane_up, kube_version, port_free  # noqa: E402
@@ -91,13 +92,14 @@ class Check:
                                    "application/merge-patch+json")
 
     async def pod(self, name: str, *, cpu: str | None = "100m", scheduler: str = SCHEDULER,
-                  group: str | None = None, spec: Obj | None = None, node: str | None = None) -> Obj:
+                  group: str | None = None, spec: Obj | None = None, node: str | None = None,
+                  labels: dict[str, str] | None = None) -> Obj:
         """A one-container pod, kept to the nodes labelled `check=<group>` (default: the name's
         first dash-separated word), so scenarios do not meet."""
         container: Obj = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
         if cpu is not None:
             container["resources"] = {"requests": {"cpu": cpu}}
-        body: Obj = {"metadata": {"name": name, "namespace": NS}, "spec": {
+        body: Obj = {"metadata": {"name": name, "namespace": NS, "labels": labels or {}}, "spec": {
             "schedulerName": scheduler, "containers": [container],
             "nodeSelector": {"check": group or name.split("-")[0]}, **(spec or {})}}
         if node:
@@ -410,10 +412,258 @@ async def dra(c: Check) -> Obj:
             (status.get("allocation") or {}).get("nodeSelector"), "second_pod": message}
 
 
+PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2"
+COSCHEDULING = "/apis/scheduling.x-k8s.io/v1alpha1"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+# scheduler-plugins' PodGroup CRD (config/crd/bases/scheduling.x-k8s.io_podgroups.yaml), cut to
+# the fields Placer reads: spec.minMember, spec.scheduleTimeoutSeconds, spec.minResources, status.phase
+COSCHEDULING_CRD = HERE / "scheduler-plugins-podgroup-crd.yaml"
+GANG_SCENARIOS = ("gang-quorum", "gang-late", "gang-room", "gang-extras", "gang-compete", "gang-basic",
+                  "gang-coscheduling")
+#: the v1.36 API server's flags that serve the alpha gang API
+GANG_APISERVER_ARGS = ("--feature-gates=GenericWorkload=true,GangScheduling=true "
+                       "--runtime-config=scheduling.k8s.io/v1alpha2=true")
+
+
+async def gang_served(c: Check) -> bool:
+    found = await c.api.call("GET", PODGROUPS, allow_missing=True)
+    return bool(found) and any(r.get("name") == "podgroups" for r in found.get("resources") or [])
+
+
+async def pod_group(c: Check, name: str, min_count: int | None) -> Obj:
+    """An upstream PodGroup: a gang of `min_count`, or a basic group (None)."""
+    policy: Obj = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    return await c.api.call("POST", f"{PODGROUPS}/namespaces/{NS}/podgroups", {
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": name},
+        "spec": {"schedulingPolicy": policy}})
+
+
+async def member(c: Check, name: str, group: str, cpu: str = "1") -> Obj:
+    """A pod of an upstream PodGroup, kept to the nodes labelled with its name's first word."""
+    return await c.pod(name, cpu=cpu, spec={"schedulingGroup": {"podGroupName": group}})
+
+
+async def group_condition(c: Check, name: str) -> Obj | None:
+    group = await c.api.call("GET", f"{PODGROUPS}/namespaces/{NS}/podgroups/{name}")
+    return next((x for x in (group.get("status") or {}).get("conditions") or []
+                 if x.get("type") == "PodGroupScheduled"), None)
+
+
+async def bound_all(c: Check, names: list[str], timeout: float = 15) -> dict[str, str]:
+    async def nodes() -> dict[str, str] | None:
+        found = {n: await c.node_of(n) for n in names}
+        return found if all(found.values()) else None
+    return await c.until(nodes, timeout, f"{', '.join(names)} bound")
+
+
+async def bind_times(c: Check, names: list[str]) -> float:
+    """The spread of the pods' PodScheduled=True times (s): how close together a gang was bound."""
+    times = []
+    for name in names:
+        cond = await c.condition(name)
+        expect(cond is not None and cond["status"] == "True", f"{name} PodScheduled: {cond}")
+        times.append(time.mktime(time.strptime(cond["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")))
+    return max(times) - min(times)
+
+
+async def quiet(c: Check, names: list[str], seconds: float, label: str) -> None:
+    """None of the pods is bound, nor gets an event or a condition, for `seconds`: they wait."""
+    await asyncio.sleep(seconds)
+    for name in names:
+        expect(await c.node_of(name) is None, f"{label}: {name} was bound")
+        expect(await c.events(name) == [], f"{label}: events about {name}: "
+                                            f"{[e['message'] for e in await c.events(name)]}")
+        expect(await c.condition(name) is None, f"{label}: {name} has {await c.condition(name)}")
+
+
+async def delete_group(c: Check, path: str) -> None:
+    """Delete a PodGroup as its controller would: the server adds `scheduling.k8s.io/podgroup-protection`
+    and nothing on this control plane removes it, so the script does."""
+    await c.api.call("DELETE", path, allow_missing=True)
+    found = await c.api.call("GET", path, allow_missing=True)
+    if found and found["metadata"].get("finalizers"):
+        await c.api.call("PATCH", path, {"metadata": {"finalizers": None}}, "application/merge-patch+json")
+    await c.until(lambda: _missing(c, path), 10, f"{path} gone")
+
+
+async def _missing(c: Check, path: str) -> bool:
+    return await c.api.call("GET", path, allow_missing=True) is None
+
+
+async def gang_quorum(c: Check) -> Obj:
+    if not await gang_served(c):
+        return {"server": "no scheduling.k8s.io/v1alpha2 podgroups"}
+    await c.node("quorum-1", "2")
+    await c.node("quorum-2", "2")
+    created = await pod_group(c, "quorum", 3)
+    names = ["quorum-a", "quorum-b", "quorum-c"]
+    for name in names[:2]:
+        await member(c, name, "quorum")
+    await quiet(c, names[:2], 2.0, "2 of minCount 3")
+    start = time.monotonic()
+    await member(c, names[2], "quorum")
+    nodes = await bound_all(c, names)
+    took = time.monotonic() - start
+    spread = await bind_times(c, names)
+    cond = await c.until(lambda: group_condition(c, "quorum"), 5, "PodGroupScheduled")
+    expect((cond["status"], cond["reason"]) == ("True", "Scheduled"), f"PodGroupScheduled: {cond}")
+    return {"finalizers": created["metadata"].get("finalizers"), "bound_s": round(took, 3),
+            "bind_spread_s": spread, "nodes": sorted(nodes.values()), "condition": cond}
+
+
+async def gang_late(c: Check) -> Obj:
+    if not await gang_served(c):
+        return {"server": "no scheduling.k8s.io/v1alpha2 podgroups"}
+    await c.node("late-1", "4")
+    names = ["late-a", "late-b"]
+    for name in names:
+        await member(c, name, "late")
+    await quiet(c, names, 2.0, "no PodGroup yet")
+    start = time.monotonic()
+    await pod_group(c, "late", 2)
+    await bound_all(c, names)
+    took = time.monotonic() - start
+    # the group deleted (the script plays the PodGroup protection controller): a new member waits again
+    await delete_group(c, f"{PODGROUPS}/namespaces/{NS}/podgroups/late")
+    await member(c, "late-c", "late")
+    await quiet(c, ["late-c"], 2.0, "PodGroup deleted")
+    await pod_group(c, "late", 1)
+    await bound_all(c, ["late-c"])
+    return {"bound_after_group_s": round(took, 3), "after_delete": "a new member waited, bound once re-created"}
+
+
+async def gang_room(c: Check) -> Obj:
+    if not await gang_served(c):
+        return {"server": "no scheduling.k8s.io/v1alpha2 podgroups"}
+    await c.node("room-1", "2")
+    await pod_group(c, "room", 3)
+    names = ["room-a", "room-b", "room-c"]
+    for name in names:
+        await member(c, name, "room")
+    messages = {name: await c.failed_not_bound(name) for name in names}
+    for name in names:
+        cond = await c.until(lambda n=name: c.condition(n), 5, f"{name} PodScheduled")
+        expect((cond["status"], cond.get("reason")) == ("False", "Unschedulable"), f"{name}: {cond}")
+    group = await c.until(lambda: group_condition(c, "room"), 5, "PodGroupScheduled")
+    expect((group["status"], group["reason"]) == ("False", "Unschedulable"), f"PodGroupScheduled: {group}")
+    await asyncio.sleep(2.0)
+    for name in names:
+        expect(await c.node_of(name) is None, f"partial gang: {name} bound")
+    start = time.monotonic()
+    await c.node("room-2", "4")
+    nodes = await bound_all(c, names)
+    took = time.monotonic() - start
+    after = await c.until(lambda: _true(c, "room"), 5, "PodGroupScheduled True")
+    return {"messages": sorted(set(messages.values())), "group_while_unschedulable": group,
+            "bound_after_node_s": round(took, 3), "nodes": sorted(nodes.values()), "then": after}
+
+
+async def _true(c: Check, name: str) -> Obj | None:
+    cond = await group_condition(c, name)
+    return cond if cond and cond["status"] == "True" else None
+
+
+async def gang_extras(c: Check) -> Obj:
+    if not await gang_served(c):
+        return {"server": "no scheduling.k8s.io/v1alpha2 podgroups"}
+    await c.node("extras-1", "3")
+    await pod_group(c, "extras", 2)
+    names = [f"extras-{x}" for x in "abcd"]
+    for name in names:
+        await member(c, name, "extras")
+
+    async def three() -> list[str] | None:
+        found = [n for n in names if await c.node_of(n)]
+        return found if len(found) == 3 else None
+    bound = await c.until(three, 15, "3 of 4 bound")
+    left = next(n for n in names if n not in bound)
+    message = await c.failed_not_bound(left)
+    expect("Insufficient cpu" in message, f"{left}: {message}")
+    await asyncio.sleep(1.0)
+    expect(await c.node_of(left) is None, f"{left} bound without room")
+    return {"bound": len(bound), "pending": left, "message": message}
+
+
+async def gang_compete(c: Check) -> Obj:
+    if not await gang_served(c):
+        return {"server": "no scheduling.k8s.io/v1alpha2 podgroups"}
+    await c.node("compete-1", "4")
+    gangs = {"compete-x": ["compete-x-a", "compete-x-b"], "compete-y": ["compete-y-a", "compete-y-b"]}
+    for group in gangs:
+        await pod_group(c, group, 2)
+    for pair in zip(*gangs.values(), strict=True):  # interleaved: each gang's pods arrive in turns
+        for name in pair:
+            await member(c, name, name.rsplit("-", 1)[0], cpu="2")
+
+    async def settled() -> dict[str, list[str]] | None:
+        found = {g: [n for n in names if await c.node_of(n)] for g, names in gangs.items()}
+        return found if sum(len(v) for v in found.values()) == 2 else None
+    found = await c.until(settled, 15, "one gang bound")
+    whole = [g for g, names in found.items() if len(names) == 2]
+    expect(len(whole) == 1, f"bound: {found}")
+    loser = next(g for g in gangs if g not in whole)
+    messages = [await c.failed_not_bound(n) for n in gangs[loser]]
+    await asyncio.sleep(2.0)
+    expect(not any([await c.node_of(n) for n in gangs[loser]]), f"{loser} partly bound")
+    cond = await c.until(lambda: group_condition(c, loser), 5, f"{loser} PodGroupScheduled")
+    expect((cond["status"], cond["reason"]) == ("False", "Unschedulable"), f"{loser}: {cond}")
+    return {"whole": whole[0], "none": loser, "messages": sorted(set(messages))}
+
+
+async def gang_basic(c: Check) -> Obj:
+    if not await gang_served(c):
+        return {"server": "no scheduling.k8s.io/v1alpha2 podgroups"}
+    await c.node("basic-1", "2")
+    names = ["basic-a", "basic-b", "basic-c"]
+    for name in names:
+        await member(c, name, "basic")
+    await quiet(c, names, 1.5, "basic group not there yet")
+    await pod_group(c, "basic", None)
+
+    async def two() -> list[str] | None:
+        found = [n for n in names if await c.node_of(n)]
+        return found if len(found) == 2 else None
+    bound = await c.until(two, 15, "2 of 3 bound")
+    left = next(n for n in names if n not in bound)
+    message = await c.failed_not_bound(left)
+    expect("Insufficient cpu" in message, f"{left}: {message}")
+    cond = await c.until(lambda: _true(c, "basic"), 5, "PodGroupScheduled True")
+    return {"bound": len(bound), "pending": left, "message": message, "condition": cond}
+
+
+async def gang_coscheduling(c: Check) -> Obj:
+    served = await c.api.call("GET", COSCHEDULING, allow_missing=True)
+    expect(served is not None, "scheduler-plugins' PodGroup CRD not served")
+    await c.node("cosched-1", "2")
+    path = f"{COSCHEDULING}/namespaces/{NS}/podgroups"
+    names = ["cosched-a", "cosched-b", "cosched-c"]
+
+    async def labelled(name: str) -> Obj:
+        return await c.pod(name, cpu="1", spec={}, labels={COSCHEDULING_LABEL: "cosched"})
+    await c.api.call("POST", path, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                                    "metadata": {"name": "cosched"},
+                                    "spec": {"minMember": 3, "scheduleTimeoutSeconds": 30}})
+    for name in names[:2]:
+        await labelled(name)
+    await quiet(c, names[:2], 2.0, "2 of minMember 3")
+    await labelled(names[2])  # room for two: none bound
+    messages = {n: await c.failed_not_bound(n) for n in names}
+    await asyncio.sleep(1.5)
+    expect(not any([await c.node_of(n) for n in names]), "partial scheduler-plugins gang")
+    await c.node("cosched-2", "2")
+    nodes = await bound_all(c, names)
+    group = await c.api.call("GET", f"{path}/cosched")
+    expect(not (group.get("status") or {}).get("conditions"), f"status written: {group.get('status')}")
+    return {"while_no_room": sorted(set(messages.values())), "nodes": sorted(nodes.values()),
+            "status": group.get("status") or {}}
+
+
 SCENARIOS: dict[str, Callable[[Check], Awaitable[Obj]]] = {
     "bind": bind, "unschedulable": unschedulable, "pod-level": pod_level, "gates": gates,
     "resize": resize, "declared-features": declared_features, "reload": reload, "preemption": preemption,
-    "dra": dra,
+    "dra": dra, "gang-quorum": gang_quorum, "gang-late": gang_late, "gang-room": gang_room,
+    "gang-extras": gang_extras, "gang-compete": gang_compete, "gang-basic": gang_basic,
+    "gang-coscheduling": gang_coscheduling,
 }
 
 
@@ -437,6 +687,10 @@ async def run(kube_bin: Path, names: list[str], port: int, keep_logs: Path | Non
     if not port_free(2379) or not port_free(port):
         raise SystemExit(f"port 2379 (etcd) or {port} is taken: another control plane runs (realcluster.sh down?)")
     results: dict[str, Any] = {"kube_version": version, "scenarios": {}}
+    gang = [name for name in names if name in GANG_SCENARIOS]
+    if gang and minor >= 36:  # the alpha gang API (v1alpha2) is off unless asked for
+        os.environ["RC_APISERVER_ARGS"] = " ".join(filter(None, (os.environ.get("RC_APISERVER_ARGS"),
+                                                                 GANG_APISERVER_ARGS)))
     with tempfile.TemporaryDirectory(prefix="real-check-") as tmp:
         workdir = Path(tmp)
         state = workdir / "control-plane"
@@ -449,6 +703,12 @@ async def run(kube_bin: Path, names: list[str], port: int, keep_logs: Path | Non
                            check=True, capture_output=True)
             subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "wait", "--for=condition=Established",
                             "crd/schedulerprofiles.placer.dev", "--timeout=60s"], check=True, capture_output=True)
+            if "gang-coscheduling" in names:  # installed before Placer starts: found by its first discovery
+                subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "apply", "-f", str(COSCHEDULING_CRD)],
+                               check=True, capture_output=True)
+                subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "wait", "--for=condition=Established",
+                                "crd/podgroups.scheduling.x-k8s.io", "--timeout=60s"], check=True,
+                               capture_output=True)
             await api.call("POST", "/apis/placer.dev/v1alpha1/schedulerprofiles", {
                 "apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "check"},
                 "spec": {"schedulerName": SCHEDULER}})

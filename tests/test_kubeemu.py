@@ -1522,3 +1522,29 @@ async def test_kube_version_switches_what_the_server_knows() -> None:
                     assert node["status"]["declaredFeatures"] == ["RestartAllContainersOnContainerExits"]
                     assert "nominatedNodeName" not in q["status"]
                     assert pod_requests(pod) == {"cpu": 3, "pods": 1}
+
+
+async def test_podgroups_are_stored_as_a_v136_server_with_the_gang_gates_stores_them() -> None:
+    """Measured on kube-apiserver v1.36.2 (`hack/real_check.py`, docs/gang.md): the other gates'
+    fields dropped, disruptionMode defaulted, no generation, the protection finalizer, 422s."""
+    async with KubeEmulator(gang_scheduling=True) as emu:
+        res = "scheduling.k8s.io/v1alpha2/podgroups"
+        emu.create("namespaces", {"metadata": {"name": "ns"}})
+        made = emu.create(res, {"metadata": {"name": "g", "namespace": "ns"}, "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 2}}, "priority": 5, "disruptionMode": "PodGroup"}}, "ns")
+        assert made["spec"] == {"schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": "Pod",
+                                "podGroupTemplateRef": None}
+        assert made["status"] == {} and "generation" not in made["metadata"]
+        assert made["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
+        for policy, message in (({"basic": {}, "gang": {"minCount": 2}}, "must specify exactly one of"),
+                                ({}, "must specify one of"), ({"gang": {"minCount": 0}}, "minCount: Required value"),
+                                ({"gang": {"minCount": -1}}, "must be greater than or equal to 1")):
+            with pytest.raises(ApiError, match=message):
+                emu.create(res, {"metadata": {"name": "bad", "namespace": "ns"},
+                                 "spec": {"schedulingPolicy": policy}}, "ns")
+        with pytest.raises(ApiError, match="field is immutable"):
+            emu.patch(res, "g", {"spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}}, "ns", subresource=None)
+        emu.delete(res, "g", "ns")
+        assert emu.get(res, "g", "ns")["metadata"].get("deletionTimestamp")
+        emu.patch(res, "g", {"metadata": {"finalizers": None}}, "ns")
+        assert emu.get(res, "g", "ns") is None

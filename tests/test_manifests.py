@@ -75,6 +75,9 @@ CLUSTER_RULES = {
     # DynamicResources' PreBind: a claim's finalizer, then its allocation and reservation
     ("ClusterRole", "resource.k8s.io", "resourceclaims", "patch", ""),
     ("ClusterRole", "resource.k8s.io", "resourceclaims/status", "patch", ""),
+    # ... and the claim of a pod's extended resources a DeviceClass backs: created, deleted if not bound
+    ("ClusterRole", "resource.k8s.io", "resourceclaims", "create", ""),
+    ("ClusterRole", "resource.k8s.io", "resourceclaims", "delete", ""),
     # gang scheduling: PodGroups of both APIs read, the upstream group's condition written
     *(("ClusterRole", group, "podgroups", verb, "") for group in ("scheduling.k8s.io", "scheduling.x-k8s.io")
       for verb in ("get", "list", "watch")),

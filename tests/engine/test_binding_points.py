@@ -229,6 +229,10 @@ def test_writes_carry_their_preconditions() -> None:
     assert delete.body() == {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "u3"}}
     assert delete.call == "delete_pod"
     assert Write(CLAIM, {"a": 1}).body() == {"a": 1}
+    created = Write(SLICE, {"metadata": {"name": "gpu"}, "spec": {}}, create=True)
+    assert created.body() == {"metadata": {"name": "gpu"}, "spec": {}}  # the whole object, as POSTed
+    assert created.call == "create_resourceclaim"
+    assert SLICE.collection_path() == "/apis/resource.k8s.io/v1/namespaces/team/resourceclaims"
 
 
 @pytest.mark.parametrize(("seconds", "text"), [

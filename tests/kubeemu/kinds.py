@@ -49,8 +49,15 @@ STS_MUTABLE_SPEC = frozenset({
 # The kinds this module handles (create and update go through it).
 BUILTIN_KINDS = frozenset({
     "Namespace", "Service", "PersistentVolumeClaim", "PersistentVolume", "ReplicaSet",
-    "StatefulSet", "StorageClass", "CSINode", "PodDisruptionBudget", "PriorityClass",
+    "StatefulSet", "StorageClass", "CSINode", "PodDisruptionBudget", "PriorityClass", "PodGroup",
 })
+#: scheduling.k8s.io/v1alpha2 PodGroup spec fields behind gates other than GenericWorkload and
+#: GangScheduling (WorkloadAwarePreemption, TopologyAwareWorkloadScheduling,
+#: DRAWorkloadResourceClaims): a v1.36.2 server started with only those two drops them (measured)
+PODGROUP_GATED_FIELDS = ("priority", "priorityClassName", "disruptionMode", "schedulingConstraints",
+                         "resourceClaims")
+#: the finalizer a v1.36 server puts on every PodGroup (its podgroup-protection controller removes it)
+PODGROUP_FINALIZER = "scheduling.k8s.io/podgroup-protection"
 _PERCENT = re.compile(r"^[0-9]+%$")
 
 # Status written on create: the strategy resets it, and zero values without omitempty show.
@@ -152,6 +159,18 @@ def _default_priority_class(obj: Obj) -> None:
     obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
+def _default_pod_group(obj: Obj) -> None:
+    """What a v1.36.2 server with GenericWorkload and GangScheduling on stores (measured): the
+    other gates' fields dropped, `disruptionMode: Pod`, `podGroupTemplateRef: null` shown, no
+    generation, and `status: {}`."""
+    spec = _own(obj, "spec")
+    for field in PODGROUP_GATED_FIELDS:
+        spec.pop(field, None)
+    spec["disruptionMode"] = "Pod"
+    spec.setdefault("podGroupTemplateRef", None)
+    obj.setdefault("status", {})
+
+
 _DEFAULTS: dict[str, Callable[[Obj], None]] = {
     "Namespace": _default_namespace,
     "Service": _default_service,
@@ -161,6 +180,7 @@ _DEFAULTS: dict[str, Callable[[Obj], None]] = {
     "PersistentVolume": _default_pv,
     "StorageClass": _default_storage_class,
     "PriorityClass": _default_priority_class,
+    "PodGroup": _default_pod_group,
 }
 
 
@@ -330,6 +350,30 @@ def _validate_pdb(obj: Obj) -> list[str]:
     return errors
 
 
+def _validate_pod_group(obj: Obj) -> list[str]:
+    """spec.schedulingPolicy: exactly one of basic and gang, a gang's minCount >= 1 (0, the zero
+    value, reads as absent), with v1.36.2's messages."""
+    policy = (obj.get("spec") or {}).get("schedulingPolicy")
+    if not isinstance(policy, dict):
+        policy = {}
+    chosen = [key for key in ("basic", "gang") if policy.get(key) is not None]
+    if not chosen:
+        return ['spec.schedulingPolicy: Invalid value: "": must specify one of: `basic`, `gang`']
+    if len(chosen) > 1:
+        return ['spec.schedulingPolicy: Invalid value: "{basic, gang}": must specify exactly one of: '
+                '`basic`, `gang`']
+    if chosen == ["gang"]:
+        count = (policy["gang"] or {}).get("minCount") if isinstance(policy["gang"], dict) else None
+        if not count:
+            return ["spec.schedulingPolicy.gang.minCount: Required value"]
+        if isinstance(count, bool) or not isinstance(count, int):
+            return [f"spec.schedulingPolicy.gang.minCount: Invalid value: {_show(count)}: must be an integer"]
+        if count < 1:
+            return [f"spec.schedulingPolicy.gang.minCount: Invalid value: {count}: must be greater than "
+                    f"or equal to 1"]
+    return []
+
+
 def _validate_priority_class(obj: Obj) -> list[str]:
     errors: list[str] = []
     name = obj["metadata"].get("name", "")
@@ -376,6 +420,7 @@ _VALIDATORS: dict[str, Callable[[Obj], list[str]]] = {
     "PodDisruptionBudget": _validate_pdb,
     "PriorityClass": _validate_priority_class,
     "CSINode": _validate_csinode,
+    "PodGroup": _validate_pod_group,
 }
 
 
@@ -456,6 +501,10 @@ def validate_update(kind: str, old: Obj, new: Obj) -> list[str]:
         if old.get("volumeBindingMode") != new.get("volumeBindingMode"):
             errors.append(f"volumeBindingMode: Invalid value: "
                           f"{_show(new.get('volumeBindingMode'))}: field is immutable")
+    elif kind == "PodGroup":
+        if ospec.get("schedulingPolicy") != nspec.get("schedulingPolicy"):
+            errors.append(f"spec.schedulingPolicy: Invalid value: {_show(nspec.get('schedulingPolicy'))}: "
+                          f"field is immutable")
     elif kind == "PriorityClass":
         if old.get("value") != new.get("value"):
             errors.append("value: Forbidden: may not be changed in an update.")

@@ -184,8 +184,9 @@ def builtin_resources(minor: int = 36, gang_scheduling: bool = False) -> list[Re
     if gang_scheduling:
         if minor != 36:
             raise ValueError("kubeemu serves scheduling.k8s.io/v1alpha2 PodGroups as v1.36 does (kube_version 1.36)")
+        # no metadata.generation: a v1.36.2 server sets none on PodGroups (measured)
         defs.append(ResourceDef("scheduling.k8s.io", "v1alpha2", "podgroups", "podgroup", "PodGroup", True,
-                                subresources=status, tracks_generation=True))
+                                subresources=status))
     return defs
 
 

@@ -509,6 +509,11 @@ class Store:
                 self._allocate_cluster_ip(obj)
             elif kind == "PriorityClass":
                 self._admit_priority_class(obj)
+            elif kind == "PodGroup":  # its strategy: deleting it waits for the protection controller
+                meta = obj["metadata"] = dict(obj["metadata"])
+                meta["finalizers"] = [*(meta.get("finalizers") or []),
+                                      *([] if kinds.PODGROUP_FINALIZER in (meta.get("finalizers") or [])
+                                        else [kinds.PODGROUP_FINALIZER])]
 
     @staticmethod
     def _check(rdef: ResourceDef, obj: Obj, errors: list[str]) -> None:

@@ -1,8 +1,9 @@
 """Carrying out the writes plugins and preemption ask for (`placer.engine.framework.Write`): the one
 place the binding cycle's and the PostFilter's API calls go through.
 
-A `Write` is a PATCH (merge, JSON or strategic merge; of the object or a subresource) or a DELETE,
-with its preconditions (resourceVersion, UID) in the body. Here:
+A `Write` is a PATCH (merge, JSON or strategic merge; of the object or a subresource), a DELETE,
+with its preconditions (resourceVersion, UID) in the body, or a POST creating the object (a 409 there:
+it exists already — ours when `landed` says so). Here:
 
 - a 409 on a write that knows how to recognise its own effect (`Write.landed`) reads the object: if
   it already holds what was written (a retried write whose first attempt landed), it counts as

@@ -299,10 +299,12 @@ class KubeClient:
         return await self.request("GET", ref.path(), retries=retries)
 
     async def write(self, write: Write) -> Reply:
-        """A plugin's (or preemption's) `Write`: a PATCH of the object or its subresource, or a
-        DELETE, its preconditions in the body (`Write.body`)."""
+        """A plugin's (or preemption's) `Write`: a PATCH of the object or its subresource, a
+        DELETE, its preconditions in the body (`Write.body`), or a POST creating it."""
         if write.delete:
             return await self.request("DELETE", write.target.path(), body=write.body(), retries=write.retries)
+        if write.create:
+            return await self.request("POST", write.target.collection_path(), body=write.body(), retries=write.retries)
         return await self.request(
             "PATCH", write.target.path(write.subresource), body=write.body(),
             content_type=CONTENT_TYPES[write.patch_type], retries=write.retries,

@@ -1,7 +1,8 @@
 """Dynamic Resource Allocation's kinds (`resource.k8s.io/v1`), as the allocator and the
 DynamicResources plugin read them (catalog kinds: see `placer.engine.kinds`).
 
-- `DeviceClassInfo`: a class's CEL selectors and config (`extendedResourceName` kept for later use);
+- `DeviceClassInfo`: a class's CEL selectors and config, and the extended resource it backs
+  (`extendedResourceName`; `placer.engine.extended_resources`);
 - `SliceInfo`: one ResourceSlice — a driver's devices in a pool (`pool.name`, `generation`,
   `resourceSliceCount`) and the nodes they are reachable from (`nodeName`, `nodeSelector`,
   `allNodes`, or `perDeviceNodeSelection` with each device's own); each `Device` carries its CEL
@@ -31,6 +32,7 @@ from placer.engine.quantity import QuantityError, parse_quantity
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
     "DELETE_PROTECTION",
+    "EXTENDED_RESOURCE_CLAIM",
     "FIRST_AVAILABLE_MAX_SIZE",
     "Allocation",
     "ClaimTemplateInfo",
@@ -55,6 +57,7 @@ __all__ = [
 ]
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # kube's resourceapi.Finalizer
+EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"  # kube's ExtendedResourceClaimAnnotation
 ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
 FIRST_AVAILABLE_MAX_SIZE = 8  # resourceapi.FirstAvailableDeviceRequestMaxSize
 EXACT_COUNT, ALL = "ExactCount", "All"
@@ -187,6 +190,7 @@ class DeviceClassInfo:
     extended_resource_name: str | None = None
     resource_version: str = ""
     namespace: str = ""
+    created: str = ""  # metadata.creationTimestamp (RFC 3339): the newest class wins an extendedResourceName
 
     __hash__ = object.__hash__
 
@@ -204,6 +208,7 @@ def parse_device_class(obj: Mapping[str, Any]) -> DeviceClassInfo:
             config=_configs(spec.get("config"), "spec.config"),
             extended_resource_name=extended or None,
             resource_version=str(meta.get("resourceVersion") or ""),
+            created=str(meta.get("creationTimestamp") or ""),
         )
     except FieldError as error:
         raise ObjectError(error.path, error.message) from None
@@ -495,6 +500,9 @@ class ResourceClaimInfo:
     reserved_for: tuple[ConsumerRef, ...] = ()
     pending: bool = False  # allocated by this scheduler (assumed), not written yet
     status: Mapping[str, Any] = field(default_factory=dict)  # `status` as read (a PreBind's precondition)
+    #: annotated `resource.kubernetes.io/extended-resource-claim: "true"`: the claim kube-scheduler
+    #: (or Placer) creates for a pod's extended resources backed by a DeviceClass
+    extended: bool = False
 
     __hash__ = object.__hash__
 
@@ -613,6 +621,8 @@ def parse_resource_claim(obj: Mapping[str, Any]) -> ResourceClaimInfo:
             allocation=allocation,
             reserved_for=tuple(reserved),
             status=dict(status),
+            extended=(meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM) == "true"
+            if isinstance(meta.get("annotations"), Mapping) else False,
         )
     except FieldError as error:
         raise ObjectError(error.path, error.message) from None

@@ -453,13 +453,17 @@ class ObjectRef:
         scope = f"/namespaces/{self.namespace}" if self.namespace else ""
         return f"{base}{scope}/{self.resource}/{self.name}" + (f"/{subresource}" if subresource else "")
 
+    def collection_path(self) -> str:
+        """Where a POST creates an object of this kind (in this namespace)."""
+        return self.path().rsplit("/", 1)[0]
+
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
 
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """One change to an API object, for the operator to make (a PATCH, or a DELETE): the data of
+    """One change to an API object, for the operator to make (a PATCH, a DELETE or a POST): the data of
     kube's PreBind and preemption calls, with their preconditions."""
 
     target: ObjectRef
@@ -472,6 +476,7 @@ class Write:
     resource_version: str = ""
     uid: str = ""
     delete: bool = False  # a DELETE (the UID its precondition) rather than a PATCH
+    create: bool = False  # a POST of `patch` (the whole object) to the target's collection
     #: on a 409, whether the object (as a GET returns it) already holds what this write makes (an
     #: earlier attempt of ours landed): then it counts as written
     landed: Callable[[Mapping[str, Any]], bool] | None = None
@@ -486,6 +491,8 @@ class Write:
     def body(self) -> Any:
         """The request body: the patch with the preconditions in it (a merge patch's
         `metadata.resourceVersion`/`uid`, a JSON patch's `test` operations), or DeleteOptions."""
+        if self.create:
+            return self.patch
         if self.delete:
             body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
             conditions = {k: v for k, v in (("uid", self.uid), ("resourceVersion", self.resource_version)) if v}
@@ -511,7 +518,7 @@ class Write:
     @property
     def call(self) -> str:
         """The name the operator's `placer_api_errors_total{call}` gives it (`patch_pod_status`)."""
-        verb = "delete" if self.delete else "patch"
+        verb = "delete" if self.delete else "create" if self.create else "patch"
         return f"{verb}_{self.target.kind.lower()}" + (f"_{self.subresource}" if self.subresource else "")
 
 

@@ -34,6 +34,7 @@ from placer.engine.volumes import NO_VOLUMES, PodVolumes, parse_pod_volumes
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
+    "ExtendedContainer",
     "NodeInfo",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -122,6 +123,17 @@ class NodeSelectorTerm:
     fields: tuple[NodeSelectorRequirement, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ExtendedContainer:
+    """A container with extended resource requests, as kube's `createRequestsAndMappings` reads it."""
+
+    index: int  # in initContainers + containers
+    name: str
+    request_names: tuple[str, ...]  # every name in resources.requests, sorted (the request's index)
+    requests: Mapping[str, int]  # its extended resources' requests
+    long_lived: bool  # a container or a sidecar (not a plain init container)
+
+
 @dataclass(slots=True)
 class PodInfo:
     """What scheduling needs of a pod; `requests` hold cpu in millicores, the rest in units."""
@@ -172,6 +184,9 @@ class PodInfo:
     volumes: PodVolumes = NO_VOLUMES
     # spec.resourceClaims with their status entries (placer.engine.pod_claims), NO_CLAIMS for most pods
     resource_claims: tuple[PodClaim, ...] = NO_CLAIMS
+    # the containers asking for extended resources, for a DeviceClass to back them
+    # (placer.engine.extended_resources): init containers then containers, () for most pods
+    extended_containers: tuple[ExtendedContainer, ...] = ()
     # spec.schedulingGroup.podGroupName: the `scheduling.k8s.io` PodGroup the pod belongs to
     # (placer.engine.groups), "" for most pods
     pod_group_name: str = ""
@@ -729,11 +744,15 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any], st
             images.append(_normalized_image(container["image"]))
         if restartable:  # a sidecar holds its host ports for the pod's whole life, as kube counts them
             ports.extend(_host_ports(container, path))
+    extended: list[ExtendedContainer] = []
+    for i, (name, requests, restartable) in enumerate(init):
+        _note_extended(extended, i, name, init_containers[i], requests, restartable)
     for i, raw in enumerate(containers):
         path = f"spec.containers[{i}]"
         container = mapping(raw, path)
         requests, container_limits = _container_resources(container, path)
         regular.append((_container_name(container), requests))
+        _note_extended(extended, len(init) + i, regular[-1][0], container, requests, True)
         limits[0].append(container_limits)
         if isinstance(container.get("image"), str):
             images.append(_normalized_image(container["image"]))
@@ -749,6 +768,7 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any], st
     pod.images = tuple(images)
     pod.required_features = required_features(spec)
     pod.container_count = len(containers) + len(init_containers)
+    pod.extended_containers = tuple(extended)
     pod.host_ports = tuple(ports)
     raw_tolerations = spec.get("tolerations")
     if raw_tolerations is not None:
@@ -767,6 +787,14 @@ def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any], st
         pod.controller = parse_controller(meta)
     if spec.get("volumes"):
         pod.volumes = parse_pod_volumes(spec["volumes"], pod.namespace, pod.name)
+
+
+def _note_extended(out: list[ExtendedContainer], index: int, name: str, container: Any,
+                   requests: Mapping[str, int], long_lived: bool) -> None:
+    extended = {k: v for k, v in requests.items() if "/" in k and v > 0}
+    if extended:
+        raw = (container.get("resources") or {}).get("requests") or {}
+        out.append(ExtendedContainer(index, name, tuple(sorted(str(k) for k in raw)), extended, long_lived))
 
 
 def _pod_group_name(raw: Any) -> str:

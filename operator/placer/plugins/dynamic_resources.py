@@ -41,9 +41,18 @@ claim. PreBind (the operator, before binding the pod): the finalizer
 (the pod), each with a precondition, both undone if the binding fails (`pre_bind`, `prebind_writes`).
 `placer simulate` lists the devices each placement allocates (`DeviceReservation.as_json`).
 
-Not modelled: extended resources backed by a DeviceClass (`extendedResourceName`), PodGroup
-claims, binding conditions, consumable capacity, kube's PostFilter deallocation of a claim whose
-node selector fits no node.
+Extended resources backed by a DeviceClass (kube v1.36's DRAExtendedResource,
+`placer.engine.extended_resources`): a pod's `example.com/gpu: 1` that a class names in
+`extendedResourceName`, on a node whose allocatable lacks it, is allocated here through a special
+claim (one request per container) with the pod's own claims — "cannot allocate all claims" when no
+devices; "cannot fit resource" for a resource neither on the node nor backed; "cannot schedule
+extended resource claim" while a special claim from an earlier attempt exists. PreBind creates the
+claim (kube's `<pod>-extended-resources-XXXXX`, owned by the pod), writes its finalizer, allocation
+and reservation, then the pod's `status.extendedResourceClaimStatus` (`extended_writes`); undone —
+the claim deleted — if the binding fails.
+
+Not modelled: PodGroup claims, binding conditions, consumable capacity, kube's PostFilter
+deallocation of a claim whose node selector fits no node (or deletion of a stale special claim).
 
 Args: none.
 
@@ -87,6 +96,15 @@ from placer.engine.devices import (
     ResourceClaimInfo,
     SubRequest,
 )
+from placer.engine.extended_resources import (
+    ExtendedClaim,
+    backed_requests,
+    class_for,
+    existing_claim,
+    is_dra_extended_resource_name,
+    requests_and_mappings,
+    special_claim,
+)
 from placer.engine.framework import (
     JSON_PATCH,
     ClusterEvent,
@@ -110,6 +128,7 @@ __all__ = [
     "DeviceReservation",
     "DynamicResources",
     "claim_object",
+    "extended_writes",
     "prebind_writes",
     "release_pod",
     "settle",
@@ -118,8 +137,10 @@ __all__ = [
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 INVALID_POOLS = "invalid resource pools were encountered"
+CANNOT_FIT = "cannot fit resource"
+STALE_EXTENDED = "cannot schedule extended resource claim"
 # a node's code, and its reason
-REASONS = {1: NOT_AVAILABLE, 2: CANNOT_ALLOCATE, 3: INVALID_POOLS}
+REASONS = {1: NOT_AVAILABLE, 2: CANNOT_ALLOCATE, 3: INVALID_POOLS, 4: CANNOT_FIT, 5: STALE_EXTENDED}
 UNSERVED_API = "resource.k8s.io/v1"
 
 
@@ -135,6 +156,8 @@ class ClaimReservation:
     #: `reservedFor` gets the pod
     allocation: Mapping[str, Any] | None
     consumer: ConsumerRef  # the `status.reservedFor` entry of the pod
+    #: the special claim of the pod's backed extended resources: created by PreBind
+    extended: ExtendedClaim | None = None
 
     @property
     def key(self) -> str:
@@ -263,6 +286,51 @@ def prebind_writes(reservation: ClaimReservation) -> list[Write]:
     return writes
 
 
+def _owned_by(uid: str, raw: Mapping[str, Any]) -> bool:
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
+    return any(isinstance(ref, Mapping) and ref.get("uid") == uid and ref.get("controller") is True
+               for ref in meta.get("ownerReferences") or [])
+
+
+def _undo_create(uid: str, raw: Mapping[str, Any]) -> Write | None:
+    """Delete the special claim we created (kube's Unreserve deletes it) — ours only, by its UID."""
+    if not _owned_by(uid, raw):
+        return None
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
+    name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+    target = ObjectRef("resource.k8s.io/v1", CLAIM, "resourceclaims", name, namespace)
+    return Write(target, delete=True, uid=str(meta.get("uid") or ""), tolerate=frozenset({404}))
+
+
+def extended_writes(reservation: ClaimReservation, pod: PodInfo) -> list[Write]:
+    """kube's PreBind for the special claim of backed extended resources, in order:
+
+    1. create it (POST; a 409 counts as written when the claim there is the pod's — a retry);
+    2. the finalizer `resource.kubernetes.io/delete-protection`;
+    3. `status.allocation` and `status.reservedFor` + the pod;
+    4. the pod's `status.extendedResourceClaimStatus` (`requestMappings`, `resourceClaimName`).
+
+    If the binding fails the claim is deallocated, unprotected and deleted (undone latest first).
+    """
+    extended = reservation.extended
+    assert extended is not None and reservation.allocation is not None
+    claim = reservation.claim
+    target = claim_object(claim)
+    status = {"allocation": dict(reservation.allocation), "reservedFor": [reservation.consumer.as_json()]}
+    pod_target = ObjectRef("v1", "Pod", "pods", pod.name, pod.namespace)
+    claim_status = {"requestMappings": [dict(m) for m in extended.mappings], "resourceClaimName": claim.name}
+    return [
+        Write(target, extended.body(), create=True, landed=functools.partial(_owned_by, pod.uid),
+              undo=functools.partial(_undo_create, pod.uid)),
+        Write(target, {"metadata": {"finalizers": [DELETE_PROTECTION]}}, landed=_has_finalizer,
+              undo=functools.partial(_undo_finalizer, reservation)),
+        Write(target, {"status": status}, subresource="status", landed=functools.partial(_landed, reservation),
+              undo=functools.partial(_undo_status, reservation)),
+        Write(pod_target, {"status": {"extendedResourceClaimStatus": claim_status}}, subresource="status",
+              uid=pod.uid),
+    ]
+
+
 # ------------------------------------------------------------------------------------ the plan
 
 
@@ -280,6 +348,10 @@ class _Plan:
     # devices on such a node are the first usable free ones (not on `searched` nodes)
     simple: tuple[SubRequest, DeviceClassInfo, np.ndarray] | None = None
     searched: np.ndarray | None = None  # the slots the full search ran on
+    # a pod with extended resources a DeviceClass backs: per group of nodes (mask), the plan of its
+    # claims there, the special claim among them; None for other pods
+    extended_parts: list[tuple[np.ndarray, _Plan]] | None = None
+    extended: ExtendedClaim | None = None  # this part's special claim (its last claim)
 
 
 def _resolve(pod: PodInfo, cluster: ClusterState) -> tuple[str | None, list[ResourceClaimInfo]]:
@@ -372,6 +444,14 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         reason, claims = _resolve(pod, cluster)
         if reason is not None:
             return _Plan(reason)
+        backed = backed_requests(pod, cluster.catalog)
+        if backed:
+            return self._compute_extended(pod, cluster, claims, backed)
+        return self._compute_claims(cluster, claims)
+
+    def _compute_claims(self, cluster: ClusterState, claims: list[ResourceClaimInfo],
+                        restrict: np.ndarray | None = None) -> _Plan:
+        """The plan for these claims (on the `restrict` nodes only, when given)."""
         plan = _Plan(claims=claims)
         if not claims:
             return plan
@@ -404,12 +484,70 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
                     return _Plan(problem)
         if plan.to_allocate:
             candidates = (codes == 0) & cluster.present[:size]
+            if restrict is not None:
+                candidates &= restrict[:size]
             try:
                 self._allocate(plan, cluster, codes, candidates)
             except AllocationError as error:
                 return _Plan(str(error))
         plan.codes = codes if codes.any() else None
         return plan
+
+    def _compute_extended(self, pod: PodInfo, cluster: ClusterState, claims: list[ResourceClaimInfo],
+                          backed: dict[str, int]) -> _Plan:
+        """kube's `filterExtendedResources`: per node, the backed resources its allocatable lacks go
+        to a special claim allocated with the pod's own claims; nodes are grouped by that set."""
+        size = cluster.size
+        codes = np.zeros(size, dtype=np.int8)
+        previous = existing_claim(pod, cluster.catalog)
+        if previous is not None and previous.requests and not previous.pending:
+            # a claim left from an earlier attempt (kube's PostFilter deletes it, then retries)
+            codes[:] = 5
+            return _Plan(claims=claims, codes=codes)
+        unbacked = [name for name, amount in pod.fit_requests.items()
+                    if amount > 0 and name not in backed and is_dra_extended_resource_name(name)]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for slot in range(size):
+            node = cluster.nodes[slot]
+            if node is None:
+                continue
+            allocatable = node.allocatable
+            if any(name not in allocatable for name in unbacked):
+                codes[slot] = 4  # neither a device plugin's nor backed by a class
+                continue
+            groups.setdefault(tuple(r for r in sorted(backed) if allocatable.get(r, 0) <= 0), []).append(slot)
+        plan = _Plan(claims=claims, extended_parts=[])
+        for resources, slots in groups.items():
+            mask = np.zeros(size, dtype=bool)
+            mask[slots] = True
+            part_claims = list(claims)
+            extended = None
+            if resources:
+                requests, mappings = requests_and_mappings(
+                    pod, {r: backed[r] for r in resources}, functools.partial(class_for, cluster.catalog))
+                extended = ExtendedClaim(special_claim(pod, requests), mappings)
+                part_claims.append(extended.claim)
+            part = self._compute_claims(cluster, part_claims, mask)
+            if part.reason is not None:
+                return _Plan(part.reason)
+            part.extended = extended
+            if part.codes is not None:
+                codes[mask] = part.codes[mask]
+            plan.first_available |= part.first_available
+            assert plan.extended_parts is not None
+            plan.extended_parts.append((mask, part))
+        plan.codes = codes if codes.any() else None
+        return plan
+
+    @staticmethod
+    def _part(plan: _Plan, slot: int) -> _Plan:
+        """The plan of the node's group (a pod with backed extended resources), else the plan."""
+        if plan.extended_parts is None:
+            return plan
+        for mask, part in plan.extended_parts:
+            if mask[slot]:
+                return part
+        return _Plan()
 
     def _allocate(self, plan: _Plan, cluster: ClusterState, codes: np.ndarray, candidates: np.ndarray) -> None:
         """Codes 2 and 3 where the claims to allocate do not fit; allocation results where known."""
@@ -493,13 +631,18 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
 
     # -------------------------------------------------------------- filter
 
+    @staticmethod
+    def _concerns(pod: PodInfo, cluster: ClusterState) -> bool:
+        """Whether the pod has claims, or extended resources a DeviceClass may back."""
+        return bool(pod.resource_claims) or bool(pod.extended_containers and backed_requests(pod, cluster.catalog))
+
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
-        if not pod.resource_claims:
+        if not self._concerns(pod, cluster):
             return None
         return self._plan(pod, cluster).reason
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
-        if not pod.resource_claims:
+        if not self._concerns(pod, cluster):
             return None
         plan = self._plan(pod, cluster)
         if plan.reason is not None:
@@ -520,7 +663,7 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     # -------------------------------------------------------------- score
 
     def pre_score(self, pod: PodInfo, cluster: ClusterState) -> bool:
-        if not pod.resource_claims:
+        if not self._concerns(pod, cluster):
             return False
         plan = self._plan(pod, cluster)
         return plan.reason is None and plan.first_available
@@ -529,9 +672,10 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         plan = self._plan(pod, cluster)
         scores = np.zeros(slots.size, dtype=np.int64)
         for i, slot in enumerate(slots):
-            results = self._results_on(plan, cluster, int(slot))
+            part = self._part(plan, int(slot))
+            results = self._results_on(part, cluster, int(slot))
             if results is not None:
-                scores[i] = _score(plan.claims, results)
+                scores[i] = _score(part.claims, results)
         return scores
 
     def normalize(self, raw: np.ndarray) -> np.ndarray:
@@ -541,12 +685,16 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
 
     def reserve(self, pod: PodInfo, cluster: ClusterState, node: str) -> DeviceReservation | None:
         """Assume the allocation found on `node` in the catalog (kube's in-flight allocation), and
-        say what PreBind must write: new allocations, and the pod in every claim's `reservedFor`."""
-        if not pod.resource_claims:
+        say what PreBind must write: new allocations, and the pod in every claim's `reservedFor`
+        (and the special claim of backed extended resources, created first)."""
+        if not self._concerns(pod, cluster):
             return None
         plan = self._plan(pod, cluster)
         slot = cluster.index.get(node)
-        if plan.reason is not None or not plan.claims or slot is None:
+        if plan.reason is not None or slot is None:
+            return None
+        plan = self._part(plan, slot)
+        if not plan.claims:
             return None
         results = self._results_on(plan, cluster, slot)
         if results is None:
@@ -570,27 +718,39 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
                 else (*claim.finalizers, DELETE_PROTECTION),
                 pending=True,
             )
-            cluster.catalog.assume(CLAIM, claim.namespace, claim.name, assumed)
-            reservations.append(ClaimReservation(claim, allocation, _consumer(pod)))
+            extended = plan.extended if plan.extended is not None and claim is plan.extended.claim else None
+            if extended is not None:  # not in the API yet: shown as this scheduler's until created
+                cluster.catalog.put(CLAIM, claim.namespace, claim.name, assumed)
+            else:
+                cluster.catalog.assume(CLAIM, claim.namespace, claim.name, assumed)
+            reservations.append(ClaimReservation(claim, allocation, _consumer(pod), extended))
         if not reservations:
             return None
         return DeviceReservation(node, pod.key, tuple(reservations))
 
     def unreserve(self, pod: PodInfo, cluster: ClusterState, reservation: DeviceReservation) -> None:
         for claim in reservation.claims:
-            if claim.allocation is not None:
+            if claim.extended is not None:
+                shown: ResourceClaimInfo | None = cluster.catalog.get(CLAIM, claim.claim.name, claim.claim.namespace)
+                if shown is not None and shown.pending:  # (once created, the API server's copy stays)
+                    cluster.catalog.remove(CLAIM, claim.claim.namespace, claim.claim.name)
+            elif claim.allocation is not None:
                 cluster.catalog.restore(CLAIM, claim.claim.namespace, claim.claim.name)
 
     # -------------------------------------------------------------- prebind
 
     def pre_bind(self, pod: PodInfo, cluster: ClusterState, node: str, reservation: Any) -> PreBind | None:
         """kube's PreBind: for each claim, the finalizer, then the allocation and the reservation
-        (`prebind_writes`); nothing to wait for."""
+        (`prebind_writes`); the special claim is created first, and the pod's
+        `status.extendedResourceClaimStatus` written after (`extended_writes`); nothing to wait for."""
         if not isinstance(reservation, DeviceReservation) or not reservation.claims:
             return None
         writes: list[Write] = []
         for claim in reservation.claims:
-            writes.extend(prebind_writes(claim))
+            if claim.extended is not None:
+                writes.extend(extended_writes(claim, pod))
+            else:
+                writes.extend(prebind_writes(claim))
         return PreBind(tuple(writes))
 
 
@@ -610,8 +770,11 @@ def release_pod(cluster: ClusterState, pod: PodInfo) -> None:
     """A pod gone (`placer simulate`'s preemption victims): out of its claims' `reservedFor`, and a
     claim it alone held deallocated, as the resourceclaim controller does — its devices are free."""
     catalog = cluster.catalog
-    for entry in pod.resource_claims:
-        name = entry.claim_name or entry.generated
+    names = [entry.claim_name or entry.generated for entry in pod.resource_claims]
+    if pod.extended_containers:  # the claim of its backed extended resources
+        extended = existing_claim(pod, catalog)
+        names.append(extended.name if extended is not None else None)
+    for name in names:
         claim: ResourceClaimInfo | None = catalog.get(CLAIM, name, pod.namespace) if name else None
         if claim is None or not _reserved_for(claim, pod):
             continue

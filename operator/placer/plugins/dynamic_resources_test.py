@@ -29,7 +29,18 @@ from placer.plugins.dynamic_resources import (
     release_pod,
     settle,
 )
-from placer.testing import cluster_of, decide, filter_result, make_plugin, make_profile, node, pod_info, scores
+from placer.testing import (
+    cluster_of,
+    container,
+    decide,
+    filter_result,
+    make_plugin,
+    make_profile,
+    node,
+    pod_info,
+    scores,
+)
+from placer.testing import pod as make_pod
 from placer.testing_devices import (
     allocation,
     claim_pod,
@@ -452,3 +463,158 @@ def test_counting_agrees_with_the_allocator() -> None:
     reservation = p.reserve(info, state, WORKER2)
     assert reservation is not None
     assert [d["device"] for d in reservation.as_json()] == ["p1", "g0"]  # pools in (driver, pool) order
+
+
+# ---------------------------------------------------------------------------- extended resources (DRAExtendedResource)
+# kube v1.36's `TestPlugin` rows "extended-resource-*" (and the implicit-name ones): a pod's extended
+# resource that a DeviceClass backs, on a node whose allocatable lacks it, is allocated through the
+# special claim created at PreBind.
+
+GPU, GPU2 = "example.com/gpu", "example.com/gpu2"
+IMPLICIT = f"deviceclass.resource.kubernetes.io/{CLASS}"
+EXTENDED_CLASS = device_class(CLASS, extended=GPU)
+EXTENDED_CLASS2 = device_class(CLASS + "2", extended=GPU2)
+LARGE_SLICE = worker_slice(WORKER, *(device(f"instance-{i}") for i in range(1, 5)))
+
+
+def extended_pod(requests: dict[str, str], *more: dict[str, str]) -> dict[str, Any]:
+    containers = [container(f"con{i}", requests=r) for i, r in enumerate((requests, *more))]
+    return make_pod("my-pod", containers=containers, uid=POD_UID)
+
+
+def extended_cluster(*objects: dict[str, Any], gpus: str | None = None) -> ClusterState:
+    allocatable = None if gpus is None else {"cpu": "4", "memory": "8Gi", "pods": "110", GPU: gpus}
+    return cluster_of([node(WORKER, allocatable=allocatable)], objects=objects)
+
+
+def test_extended_resource_name_with_node_resource() -> None:
+    """The node's device plugin provides it: nothing for DynamicResources to allocate."""
+    state = extended_cluster(EXTENDED_CLASS, worker_slice(WORKER), gpus="1")
+    pod = extended_pod({GPU: "1"})
+    assert reasons(pod, state) == {WORKER: []}
+    assert plugin().reserve(pod_info(pod), state, WORKER) is None
+
+
+def test_non_dra_extended_resource_name_with_zero_allocatable() -> None:
+    """No class names the resource: the plugin skips the pod (NodeResourcesFit rejects it)."""
+    state = extended_cluster(DEVICE_CLASS, worker_slice(WORKER), gpus="0")
+    info = pod_info(extended_pod({GPU: "1"}))
+    p = plugin()
+    assert p.pre_filter(info, state) is None and p.filter(info, state) is None
+    assert p.reserve(info, state, WORKER) is None
+
+
+def test_extended_resource_name_no_resource() -> None:
+    assert reasons(extended_pod({GPU: "1"}), extended_cluster(EXTENDED_CLASS)) == {WORKER: [CANNOT_ALLOCATE]}
+
+
+@pytest.mark.parametrize("gpus", [None, "0"], ids=["extended-resource-name-with-resources",
+                                                  "extended-resource-name-with-zero-allocatable"])
+def test_extended_resource_name_with_resources(gpus: str | None) -> None:
+    state = extended_cluster(EXTENDED_CLASS, worker_slice(WORKER), gpus=gpus)
+    pod = pod_info(extended_pod({GPU: "1"}))
+    p = plugin()
+    assert reasons(extended_pod({GPU: "1"}), state) == {WORKER: []}
+    reservation = p.reserve(pod, state, WORKER)
+    assert isinstance(reservation, DeviceReservation)
+    (claim,) = reservation.claims
+    assert claim.extended is not None and claim.key.startswith("default/my-pod-extended-resources-")
+    assert [(r.name, r.exactly.device_class, r.exactly.count) for r in claim.claim.requests
+            if r.exactly is not None] == [("container-0-request-0", CLASS, 1)]
+    assert reservation.as_json() == [{"claim": claim.key, "request": "container-0-request-0", "driver": DRIVER,
+                                      "pool": WORKER, "device": "instance-1"}]
+    shown: ResourceClaimInfo = state.catalog.get(CLAIM, claim.claim.name, "default")
+    assert shown.pending and shown.extended and shown.allocation is not None  # in flight: the device is held
+    other = pod_info(make_pod("other", containers=[container("c", requests={GPU: "1"})], uid="5678"))
+    assert reasons(make_pod("other", containers=[container("c", requests={GPU: "1"})], uid="5678"),
+                   state) == {WORKER: [CANNOT_ALLOCATE]}
+    prebind = p.pre_bind(pod, state, WORKER, reservation)
+    assert prebind is not None
+    create, finalizer, status, pod_status = prebind.writes
+    assert create.create and create.call == "create_resourceclaim"
+    assert create.target.collection_path() == "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    body = create.body()
+    assert body["metadata"]["name"] == claim.claim.name
+    assert body["metadata"]["generateName"] == "my-pod-extended-resources-"
+    assert body["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "my-pod", "uid": POD_UID, "controller": True}]
+    assert body["spec"] == {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+        "deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}]}}
+    assert create.landed is not None and create.landed(body) and not create.landed({"metadata": {}})
+    assert finalizer.body() == {"metadata": {"finalizers": [DELETE_PROTECTION]}}
+    assert status.subresource == "status" and status.body()["status"] == {
+        "allocation": claim.allocation, "reservedFor": [{"resource": "pods", "name": "my-pod", "uid": POD_UID}]}
+    assert pod_status.target.path("status") == "/api/v1/namespaces/default/pods/my-pod/status"
+    assert pod_status.body() == {"metadata": {"uid": POD_UID}, "status": {"extendedResourceClaimStatus": {
+        "requestMappings": [{"containerName": "con0", "resourceName": GPU, "requestName": "container-0-request-0"}],
+        "resourceClaimName": claim.claim.name}}}
+    # the binding failed: the created claim is deleted (ours only, by its UID)
+    assert create.undo is not None
+    created = {**body, "metadata": {**body["metadata"], "uid": "claim-uid"}}
+    undo = create.undo(created)
+    assert undo is not None and undo.delete and undo.uid == "claim-uid" and 404 in undo.tolerate
+    assert create.undo({"metadata": {"name": claim.claim.name, "ownerReferences": []}}) is None
+    p.unreserve(pod, state, reservation)
+    assert state.catalog.get(CLAIM, claim.claim.name, "default") is None
+    assert reasons(make_pod("other", containers=[container("c", requests={GPU: "1"})], uid="5678"),
+                   state) == {WORKER: []}
+    assert other.key == "default/other"
+
+
+def test_extended_resource_one_device_plugin_one_dra() -> None:
+    """gpu from the node's device plugin, gpu2 through a claim (request `container-0-request-1`)."""
+    state = extended_cluster(EXTENDED_CLASS, EXTENDED_CLASS2, worker_slice(WORKER), gpus="1")
+    pod = extended_pod({GPU: "1", GPU2: "1"})
+    assert reasons(pod, state) == {WORKER: []}
+    reservation = plugin().reserve(pod_info(pod), state, WORKER)
+    assert reservation is not None
+    (claim,) = reservation.claims
+    assert [(r.name, r.exactly.device_class) for r in claim.claim.requests if r.exactly is not None] == [
+        ("container-0-request-1", CLASS + "2")]
+
+
+@pytest.mark.parametrize("pod", [
+    extended_pod({IMPLICIT: "1", GPU: "2"}), extended_pod({IMPLICIT: "1"}, {GPU: "2"}),
+], ids=["implicit-extended-resource-name-with-resources",
+        "implicit-extended-resource-name-two-containers-with-resources"])
+def test_implicit_extended_resource_name(pod: dict[str, Any]) -> None:
+    state = extended_cluster(EXTENDED_CLASS, LARGE_SLICE)
+    reservation = plugin().reserve(pod_info(pod), state, WORKER)
+    assert reservation is not None
+    (claim,) = reservation.claims
+    assert sum(r.exactly.count for r in claim.claim.requests if r.exactly is not None) == 3
+    assert len(reservation.as_json()) == 3
+
+
+@pytest.mark.parametrize("node_name", [WORKER, WORKER2], ids=["extended-resource-name-with-resources-has-claim",
+                                                             "extended-resource-name-with-resources-delete-claim"])
+def test_extended_resource_claim_from_an_earlier_attempt(node_name: str) -> None:
+    stale = resource_claim("my-pod-extended-resources-0", requests=[request("container-0-request-0", CLASS)],
+                           owner=("my-pod", POD_UID),
+                           allocated=allocation([("container-0-request-0", DRIVER, node_name, "instance-1")],
+                                                node=node_name))
+    stale["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    state = extended_cluster(EXTENDED_CLASS, worker_slice(WORKER), stale)
+    assert reasons(extended_pod({GPU: "1"}), state) == {WORKER: ["cannot schedule extended resource claim"]}
+
+
+def test_extended_resource_through_the_scheduler() -> None:
+    """NodeResourcesFit leaves the resource to DynamicResources on nodes without it: the pod is
+    placed where a device is free, never as if the resource were absent; no device, no place."""
+    profile = make_profile([{"name": "NodeResourcesFit"}, {"name": "DynamicResources"}], [])
+    state = cluster_of([node(WORKER), node(WORKER2)], objects=[EXTENDED_CLASS, worker_slice(WORKER2)])
+    decision = decide(profile, extended_pod({GPU: "1"}), state)
+    assert decision.node == WORKER2
+    empty = cluster_of([node(WORKER)], objects=[EXTENDED_CLASS])
+    decision = decide(profile, extended_pod({GPU: "1"}), empty)
+    assert decision.node is None and decision.message == "0/1 nodes are available: 1 cannot allocate all claims."
+    classless = cluster_of([node(WORKER)], objects=[worker_slice(WORKER)])
+    decision = decide(profile, extended_pod({GPU: "1"}), classless)
+    assert decision.node is None and decision.message == "0/1 nodes are available: 1 Insufficient example.com/gpu."
+
+
+def test_extended_resource_neither_plugin_nor_class() -> None:
+    """A resource no class backs and the node lacks, beside a backed one: kube's "cannot fit resource"."""
+    state = extended_cluster(EXTENDED_CLASS, worker_slice(WORKER))
+    assert reasons(extended_pod({GPU: "1", "example.com/fpga": "1"}), state) == {WORKER: ["cannot fit resource"]}

@@ -140,7 +140,8 @@ def test_not_a_filter() -> None:
 # ----------------------------------------------- kube v1.36 balanced_allocation_test.go, row by row
 # makeNode(name, milliCPU, memory, extended) and st.MakePod().Req(a).Req(b) (one container per Req)
 # as Placer's objects; the rows that need DRA-backed extended resources (a DeviceClass and
-# ResourceSlices: DRAExtendedResource) are not ported: Placer does not model that delegation.
+# ResourceSlices: DRAExtendedResource) are not ported: Placer's scores count such a resource against
+# node allocatable only (the filter side is modelled: NodeResourcesFit, DynamicResources).
 
 
 def kube_node(name: str, milli_cpu: int, memory: int, extended: dict[str, int] | None = None) -> dict[str, Any]:

@@ -9,7 +9,10 @@ under way the larger of its spec and its status (`allocatedResources`, `resource
 resource; an Infeasible resize holds what is allocated and running (`placer.engine.objects`).
 Reasons, several per node if need be: "Insufficient cpu", "Insufficient memory",
 "Insufficient nvidia.com/gpu", "Too many pods". A node whose allocatable is below the pod's
-request is one preemption cannot help (kube's UnschedulableAndUnresolvable).
+request is one preemption cannot help (kube's UnschedulableAndUnresolvable). An extended resource
+a DeviceClass backs (`extendedResourceName`, kube v1.36's DRAExtendedResource) is not checked on a
+node whose allocatable lacks it: DynamicResources allocates devices of that class there
+(`placer.engine.extended_resources`).
 
 Score, by `scoringStrategy.type` (kube-scheduler's formulas; containers without cpu/memory
 requests count as 100m / 200Mi here, as there — for a pod with pod-level requests, only for a
@@ -52,6 +55,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState, PodRecord
+from placer.engine.extended_resources import backed_requests
 from placer.engine.framework import MAX_NODE_SCORE, ClusterEvent, FilterPlugin, PluginArgs, ScorePlugin
 from placer.engine.objects import PodInfo, is_scalar_resource
 
@@ -163,8 +167,11 @@ def allocation(
 
 class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResourcesFitArgs]):
     name: ClassVar[str] = "NodeResourcesFit"
-    # freed room (a pod gone or shrunk) or a new or larger node may make a rejected pod fit
-    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE})
+    # freed room (a pod gone or shrunk) or a new or larger node may make a rejected pod fit; so may a
+    # DeviceClass that comes to back an extended resource (kube's DRAExtendedResource hint)
+    events: ClassVar[frozenset[str]] = frozenset(
+        {ClusterEvent.NODE, ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE, "DeviceClass"}
+    )
     resolvable: ClassVar[bool] = True  # evicting pods frees their requests
     Args: ClassVar[type[PluginArgs]] = NodeResourcesFitArgs
 
@@ -186,28 +193,44 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
         group = resource.split("/", 1)[0] if "/" in resource else ""
         return resource in self.args.ignoredResources or group in self.args.ignoredResourceGroups
 
-    def _requests(self, pod: PodInfo, cluster: ClusterState) -> tuple[list[int], list[int]]:
+    def _requests(self, pod: PodInfo, cluster: ClusterState) -> tuple[list[int], list[int], list[bool]]:
+        """(columns, amounts, backed): `backed` marks a resource a DeviceClass backs, checked only
+        on nodes whose allocatable has it (kube's `shouldDelegateResourceToDRA`)."""
         columns, amounts = [], []
+        backed = backed_requests(pod, cluster.catalog)
         for resource, amount in pod.fit_requests.items():
             if amount > 0 and not self._ignored(resource):
                 columns.append(cluster.resource_column(resource))
                 amounts.append(amount)
-        return columns, amounts
+        return columns, amounts, [cluster.resources[c] in backed for c in columns] if backed else []
+
+    @staticmethod
+    def _delegated(
+        cluster: ClusterState, rows: np.ndarray | slice, columns: list[int], backed: list[bool]
+    ) -> np.ndarray:
+        """Per row and column: the resource is left to DynamicResources there (backed, none allocatable)."""
+        return (cluster.allocatable[rows][:, columns] <= 0) & np.asarray(backed, dtype=bool)
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         n = cluster.size
-        columns, amounts = self._requests(pod, cluster)
+        columns, amounts, backed = self._requests(pod, cluster)
         fits = cluster.requested[:n, PODS] < cluster.allocatable[:n, PODS]
         if columns:
             free = cluster.allocatable[:n, columns] - cluster.requested[:n, columns]
-            fits &= (free >= np.asarray(amounts, dtype=np.int64)).all(axis=1)
+            enough = free >= np.asarray(amounts, dtype=np.int64)
+            if backed:
+                enough |= self._delegated(cluster, slice(0, n), columns, backed)
+            fits &= enough.all(axis=1)
         return fits
 
     def fits_without(self, pod: PodInfo, cluster: ClusterState, slot: int, removed: Sequence[PodRecord]) -> bool:
         """The node's row with the removed pods' requests given back: no change to the cluster."""
         if cluster.requested[slot, PODS] - len(removed) >= cluster.allocatable[slot, PODS]:
             return False
-        for column, amount in zip(*self._requests(pod, cluster), strict=True):
+        columns, amounts, backed = self._requests(pod, cluster)
+        for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
+            if backed and backed[i] and cluster.allocatable[slot, column] <= 0:
+                continue
             name = cluster.resources[column]
             freed = sum(record.pod.requests.get(name, 0) for record in removed)
             if cluster.allocatable[slot, column] - cluster.requested[slot, column] + freed < amount:
@@ -217,10 +240,12 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
     def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
         """kube v1.36 marks a node Unresolvable where the pod asks more of a resource than the node
         has at all: evicting its pods cannot help there ("Too many pods" always may)."""
-        columns, amounts = self._requests(pod, cluster)
+        columns, amounts, backed = self._requests(pod, cluster)
         if not columns:
             return np.ones(len(rejected), dtype=bool)
         too_big = cluster.allocatable[np.ix_(rejected, columns)] < np.asarray(amounts, dtype=np.int64)
+        if backed:
+            too_big &= ~self._delegated(cluster, rejected, columns, backed)
         return ~too_big.any(axis=1)
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
@@ -228,9 +253,13 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
         full = cluster.requested[rejected, PODS] >= cluster.allocatable[rejected, PODS]
         if full.any():
             counts["Too many pods"] = int(full.sum())
-        for column, amount in zip(*self._requests(pod, cluster), strict=True):
+        columns, amounts, backed = self._requests(pod, cluster)
+        for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
             free = cluster.allocatable[rejected, column] - cluster.requested[rejected, column]
-            short = int((free < amount).sum())
+            short_rows = free < amount
+            if backed and backed[i]:
+                short_rows &= cluster.allocatable[rejected, column] > 0
+            short = int(short_rows.sum())
             if short:
                 counts[f"Insufficient {cluster.resources[column]}"] = short
         return counts

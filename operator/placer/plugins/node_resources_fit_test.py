@@ -28,6 +28,7 @@ from placer.testing import (
     raw_scores,
     scores,
 )
+from placer.testing_devices import device_class
 
 FIT = make_plugin("NodeResourcesFit")
 
@@ -433,8 +434,8 @@ def test_score_defaults_with_pod_level_requests_follow_kube() -> None:
 # newResourcePod(usage...) is a pod with one container per usage, requesting cpu (milli), memory,
 # ephemeral-storage and the scalar resources given (zeros written out, as there);
 # makeAllocatableResources(10, 20, 32, 5, 20, 5): cpu 10m, memory 20, pods 32, example.com/aaa 5,
-# ephemeral-storage 20, hugepages-2Mi 5. Rows that need DRA-backed extended resources (a DeviceClass
-# naming the resource: DRAExtendedResource) are not ported: Placer does not model that delegation.
+# ephemeral-storage 20, hugepages-2Mi 5. The rows with a DeviceClass naming the resource
+# (DRAExtendedResource) are in `test_kube_enough_requests_dra_backed`.
 
 EXT_A, EXT_B = "example.com/aaa", "example.com/bbb"
 K8S_A, K8S_B = "kubernetes.io/something", "subdomain.kubernetes.io/something"
@@ -601,6 +602,50 @@ def test_kube_enough_requests(name: str, incoming: dict, existing: dict | None, 
     bound = [] if existing is None else [{**existing, "spec": {**existing["spec"], "nodeName": "node"}}]
     cluster = cluster_of([fit_node()], bound)
     assert fit_status(make_plugin("NodeResourcesFit", args), incoming, cluster) == want
+
+
+DRA_CLASS = device_class("device-class-name", extended=DRA_RESOURCE)  # kube's deviceClassWithExtendResourceName
+ENOUGH_REQUESTS_DRA = [
+    ("extended resource backed by device plugin", resource_pod("p", usage(**{EXT_A: 1})), resource_pod("e", usage()),
+     None),
+    ("extended resource backed by DRA", resource_pod("p", usage(1, 1, **{DRA_RESOURCE: 1})),
+     resource_pod("e", usage()), None),
+    ("extended resource NOT backed by DRA", resource_pod("p", usage(1, 1, **{EXT_B: 1})), resource_pod("e", usage()),
+     (UU, {ins(EXT_B)})),
+    ("extended resource was backed by Device Plugin (Allocatable: 0)", resource_pod("p", usage(**{DRA_RESOURCE: 1})),
+     resource_pod("e", usage(**{DRA_RESOURCE: 0})), None),
+    ("extended resource was backed by Device Plugin (Allocatable: 0), global cache",
+     resource_pod("p", usage(**{EXT_A: 1})), resource_pod("e", usage(**{EXT_A: 0})), None),
+]
+
+
+@pytest.mark.parametrize(("name", "incoming", "existing", "want"), ENOUGH_REQUESTS_DRA,
+                         ids=[row[0] for row in ENOUGH_REQUESTS_DRA])
+def test_kube_enough_requests_dra_backed(name: str, incoming: dict, existing: dict, want: object) -> None:
+    """kube's rows with DRAExtendedResource on and `deviceClassWithExtendResourceName` (backing
+    extended.resource.dra.io/something): that resource is left to DynamicResources on this node,
+    whose allocatable lacks it; the others are checked as ever."""
+    bound = [{**existing, "spec": {**existing["spec"], "nodeName": "node"}}]
+    cluster = cluster_of([fit_node()], bound, objects=[DRA_CLASS])
+    assert fit_status(make_plugin("NodeResourcesFit"), incoming, cluster) == want
+
+
+def test_dra_backed_resource_checked_where_the_node_advertises_it() -> None:
+    """A node whose allocatable has the backed resource (a device plugin) checks it as any other:
+    "Insufficient", and evicting pods may help only up to what the node has."""
+    plugin = make_plugin("NodeResourcesFit")
+    cluster = cluster_of([fit_node(**{DRA_RESOURCE: "1"})], objects=[DRA_CLASS])
+    two = resource_pod("p", usage(**{DRA_RESOURCE: 2}))
+    assert fit_status(plugin, two, cluster) == (UU, {ins(DRA_RESOURCE)})
+    assert fit_status(plugin, resource_pod("p", usage(**{DRA_RESOURCE: 1})), cluster) is None
+    lacking = cluster_of([fit_node()], objects=[DRA_CLASS])
+    assert fit_status(plugin, two, lacking) is None
+    assert FIT.fits_without(parse_pod(two), lacking, lacking.index["node"], [])
+    assert not FIT.fits_without(parse_pod(two), cluster, cluster.index["node"], [])
+    both = cluster_of([fit_node(**{DRA_RESOURCE: "1"}), node("bare", cpu="10m", memory="20", pods="32")],
+                      objects=[DRA_CLASS])
+    rejected = np.asarray([both.index["node"], both.index["bare"]])
+    assert list(FIT.resolvable_nodes(parse_pod(two), both, rejected)) == [False, True]
 
 
 NOT_ENOUGH_REQUESTS = [

@@ -1,0 +1,236 @@
+"""Extended resources backed by a DeviceClass (kube v1.36's DRAExtendedResource, beta, on by default).
+
+A pod may ask for an extended resource (`example.com/gpu: 1`) that no device plugin advertises: a
+DeviceClass naming it in `spec.extendedResourceName` (or any class by its implicit name
+`deviceclass.resource.kubernetes.io/<class>`) backs it. On a node whose allocatable lacks the
+resource, NodeResourcesFit leaves it to DynamicResources, which allocates devices of that class
+through a claim kube-scheduler makes for the pod: `<pod>-extended-resources-XXXXX`, annotated
+`resource.kubernetes.io/extended-resource-claim: "true"`, owned by the pod, one `ExactCount`
+request per container (`container-<i>-request-<j>`), with the mapping recorded in the pod's
+`status.extendedResourceClaimStatus`. Here: which class backs a resource (kube's
+`ExtendedResourceCache`), the claim's requests and mappings (`createRequestsAndMappings`), and its
+name. A node that advertises the resource (allocatable > 0) gets it from the device plugin as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from placer.engine.catalog import Catalog
+from placer.engine.device_index import CLAIM, CLASS
+from placer.engine.devices import (
+    EXACT_COUNT,
+    EXTENDED_RESOURCE_CLAIM,
+    DeviceClassInfo,
+    DeviceRequest,
+    OwnerRef,
+    ResourceClaimInfo,
+    SubRequest,
+)
+from placer.engine.objects import PodInfo
+
+__all__ = [
+    "DEVICE_CLASS_PREFIX",
+    "ExtendedClaim",
+    "backed_requests",
+    "claim_name",
+    "class_for",
+    "existing_claim",
+    "is_dra_extended_resource_name",
+    "requests_and_mappings",
+    "special_claim",
+]
+
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # kube's resourceapi.ResourceDeviceClassPrefix
+# kube's names.SimpleNameGenerator: a generateName base cut to 58 characters, then 5 of these
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_MAX_GENERATED_BASE = 58
+
+
+def is_dra_extended_resource_name(name: str) -> bool:
+    """kube's `IsDRAExtendedResourceName`: an extended resource name (a domain other than
+    kubernetes.io, not `requests.`), or an implicit `deviceclass.resource.kubernetes.io/<class>`."""
+    if name.startswith(DEVICE_CLASS_PREFIX):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+# (catalog, DeviceClass version) -> resource name -> class
+_RESOLVED: tuple[int, int, dict[str, DeviceClassInfo]] | None = None
+
+
+def _resolver(catalog: Catalog) -> dict[str, DeviceClassInfo]:
+    """kube's `ExtendedResourceCache.resourceName2class`: each class under its implicit name, and
+    under its `extendedResourceName` — where several classes name the same, the newest
+    (creationTimestamp) wins, the lower name on a tie."""
+    global _RESOLVED
+    version = catalog.version(CLASS)
+    cached = _RESOLVED
+    if cached is not None and cached[0] == id(catalog) and cached[1] == version:
+        return cached[2]
+    mapping: dict[str, DeviceClassInfo] = {}
+    explicit: dict[str, DeviceClassInfo] = {}
+    for _, name, klass in catalog.items(CLASS):
+        mapping[DEVICE_CLASS_PREFIX + name] = klass
+        resource = klass.extended_resource_name
+        if resource:
+            held = explicit.get(resource)
+            newer = held is None or klass.created > held.created
+            if newer or (held is not None and klass.created == held.created and klass.name < held.name):
+                explicit[resource] = klass
+    mapping.update(explicit)
+    _RESOLVED = (id(catalog), version, mapping)
+    return mapping
+
+
+def class_for(catalog: Catalog, resource: str) -> DeviceClassInfo | None:
+    """The DeviceClass backing `resource` (kube's `DeviceClassResolver.GetDeviceClass`), if any."""
+    if not catalog.count(CLASS):
+        return None
+    return _resolver(catalog).get(resource)
+
+
+def backed_requests(pod: PodInfo, catalog: Catalog) -> dict[str, int]:
+    """The pod's requests of extended resources a DeviceClass backs ({} for nearly every pod)."""
+    if not pod.extended_containers or not catalog.count(CLASS):
+        return {}
+    resolver = _resolver(catalog)
+    return {name: amount for name, amount in pod.fit_requests.items()
+            if amount > 0 and name in resolver and is_dra_extended_resource_name(name)}
+
+
+def claim_name(pod: PodInfo) -> str:
+    """The special claim's name: kube's generateName `<pod>-extended-resources-` (cut to 58
+    characters) plus 5 characters — derived from the pod's UID here rather than random, so a
+    retried create recognises the claim it made."""
+    base = f"{pod.name}-extended-resources-"[:_MAX_GENERATED_BASE]
+    digest = hashlib.sha256(f"{pod.namespace}/{pod.name}/{pod.uid}".encode()).digest()
+    return base + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:5])
+
+
+def existing_claim(pod: PodInfo, catalog: Catalog) -> ResourceClaimInfo | None:
+    """kube's `findExtendedResourceClaim`: the annotated claim the pod controls, from an earlier
+    attempt (or this scheduler's own, assumed)."""
+    if not pod.uid:
+        return None
+    for claim in catalog.in_namespace(CLAIM, pod.namespace).values():
+        if claim.extended and claim.controller is not None and claim.controller.uid == pod.uid \
+                and claim.controller.name == pod.name:
+            return claim
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedClaim:
+    """The special claim for one set of resources (per node, those no device plugin provides there)."""
+
+    claim: ResourceClaimInfo
+    mappings: tuple[Mapping[str, str], ...]  # status.extendedResourceClaimStatus.requestMappings
+
+    def body(self) -> dict[str, Any]:
+        """The ResourceClaim kube-scheduler POSTs (without its allocation: the status comes after)."""
+        claim = self.claim
+        assert claim.controller is not None
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": claim.name,
+                "generateName": claim.name[:-5],
+                "namespace": claim.namespace,
+                "annotations": {EXTENDED_RESOURCE_CLAIM: "true"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": claim.controller.name,
+                                     "uid": claim.controller.uid, "controller": True}],
+            },
+            "spec": {"devices": {"requests": [
+                {"name": r.name, "exactly": {"deviceClassName": r.exactly.device_class,
+                                             "allocationMode": EXACT_COUNT, "count": r.exactly.count}}
+                for r in claim.requests if r.exactly is not None
+            ]}},
+        }
+
+
+def requests_and_mappings(
+    pod: PodInfo, resources: Mapping[str, int], resolve: Callable[[str], DeviceClassInfo | None]
+) -> tuple[tuple[DeviceRequest, ...], tuple[dict[str, str], ...]]:
+    """kube's `createRequestsAndMappings`: per resource (sorted), a request per long-lived container
+    (containers and sidecars) asking for it, `container-<i>-request-<j>` (i: the container's index in
+    initContainers + containers, j: the resource's index among its sorted requests); plain init
+    containers reuse later long-lived requests and add one request, the largest of theirs, for the
+    rest. Requests are sorted by name; mappings list long-lived containers' first. `resolve` gives
+    a resource's class (`class_for`); a resource without one is skipped."""
+    requests: list[DeviceRequest] = []
+    mappings: list[dict[str, str]] = []
+    containers = pod.extended_containers
+    for resource in sorted(resources):
+        klass = resolve(resource)
+        if klass is None:
+            continue
+        long_lived: dict[int, DeviceRequest] = {}  # container index -> its request
+        long_mappings: list[dict[str, str]] = []
+        for c in containers:
+            if c.long_lived:
+                request, found = _container_request(c, resource, klass.name, [])
+                if request is not None:
+                    long_lived[c.index] = request
+                long_mappings.extend(found)
+        biggest: DeviceRequest | None = None
+        short_names: set[str] = set()
+        short_mappings: list[dict[str, str]] = []
+        for c in containers:
+            if c.long_lived:
+                continue
+            reusable = [r for i, r in sorted(long_lived.items()) if i >= c.index]
+            request, found = _container_request(c, resource, klass.name, reusable)
+            if request is not None:
+                short_names.add(request.name)
+                assert request.exactly is not None
+                if biggest is None or (biggest.exactly is not None and biggest.exactly.count < request.exactly.count):
+                    biggest = request
+            short_mappings.extend(found)
+        if biggest is not None and len(short_names) > 1:
+            short_names.discard(biggest.name)
+            for m in short_mappings:
+                if m["requestName"] in short_names:
+                    m["requestName"] = biggest.name
+        if biggest is not None:
+            requests.append(biggest)
+        requests.extend(long_lived[i] for i in sorted(long_lived))
+        mappings.extend(long_mappings)
+        mappings.extend(short_mappings)
+    requests.sort(key=lambda r: r.name)
+    return tuple(requests), tuple(mappings)
+
+
+def _container_request(
+    container: Any, resource: str, class_name: str, reusable: list[DeviceRequest]
+) -> tuple[DeviceRequest | None, list[dict[str, str]]]:
+    """kube's `createResourceRequestAndMappings` for one container."""
+    amount = container.requests.get(resource, 0)
+    if amount <= 0:
+        return None, []
+    found: list[dict[str, str]] = []
+    total = 0
+    for request in reusable:
+        assert request.exactly is not None
+        total += request.exactly.count
+        found.append({"containerName": container.name, "resourceName": resource, "requestName": request.name})
+        if total >= amount:
+            return None, found
+    index = container.request_names.index(resource) if resource in container.request_names else 0
+    name = f"container-{container.index}-request-{index}"
+    found.append({"containerName": container.name, "resourceName": resource, "requestName": name})
+    sub = SubRequest(name=name, device_class=class_name, mode=EXACT_COUNT, count=amount - total)
+    return DeviceRequest(name, exactly=sub), found
+
+
+def special_claim(pod: PodInfo, requests: tuple[DeviceRequest, ...]) -> ResourceClaimInfo:
+    """The claim kube-scheduler keeps in memory until PreBind creates it (`<extended-resources>`),
+    under the name it will be created with."""
+    return ResourceClaimInfo(
+        namespace=pod.namespace, name=claim_name(pod),
+        controller=OwnerRef("v1", "Pod", pod.name, pod.uid), requests=requests, extended=True,
+    )
