@@ -446,6 +446,54 @@ def test_implicit_plugins_are_accepted() -> None:
     assert spec == spec_of(config())
 
 
+def test_gang_scheduling_enabled_under_multi_point_is_placers_permit_plugin() -> None:
+    """kube v1.36 appends GangScheduling to multiPoint only with its alpha gate on (off by default,
+    so the defaults have none); enabled, its Permit is Placer's GangScheduling, among the filters,
+    after kube's filters; its PreEnqueue is Placer's queueing."""
+    assert "GangScheduling" not in names(spec_of(config())["filters"])
+    doc = config({"plugins": {"multiPoint": {"enabled": [{"name": "GangScheduling"}]}},
+                  "pluginConfig": [{"name": "GangScheduling", "args": {"permitTimeoutSeconds": 60}}]})
+    [profile] = import_config(doc).profiles
+    spec = profile.document["spec"]
+    defaults = spec_of(config())
+    assert spec["filters"] == [*defaults["filters"], {"name": "GangScheduling", "args": {"permitTimeoutSeconds": 60}}]
+    assert spec["scores"] == defaults["scores"] and spec["postFilters"] == defaults["postFilters"]
+    assert not any(note.startswith("implicit in Placer") and "GangScheduling" in note for note in profile.notes)
+    assert any(note.startswith("GangScheduling: its PreEnqueue") for note in profile.notes)
+    compiled = compile_profile("p", spec)
+    assert [type(plugin).__name__ for plugin in compiled.filters][-1] == "GangScheduling"
+
+
+def test_gang_scheduling_enabled_under_permit() -> None:
+    spec = spec_of(config({"plugins": {"permit": {"enabled": [{"name": "GangScheduling"}]},
+                                       "preEnqueue": {"enabled": [{"name": "GangScheduling"}]}}}))
+    assert names(spec["filters"]) == [*names(spec_of(config())["filters"]), "GangScheduling"]
+    # with filter's own list replaced, permit still comes after it
+    spec = spec_of(config({"plugins": {
+        "filter": {"enabled": [{"name": "NodeResourcesFit"}], "disabled": [{"name": "*"}]},
+        "permit": {"enabled": [{"name": "GangScheduling"}]}}}))
+    assert names(spec["filters"]) == ["NodeResourcesFit", "GangScheduling"]
+    # at preEnqueue only it is Placer's built-in queueing: nothing to list
+    assert spec_of(config({"plugins": {"preEnqueue": {"enabled": [{"name": "GangScheduling"}]}}})) == spec_of(config())
+
+
+def test_gang_scheduling_disabled_is_left_out() -> None:
+    assert spec_of(config({"plugins": {"multiPoint": {"disabled": [{"name": "GangScheduling"}]}}})) == spec_of(config())
+    assert spec_of(config({"plugins": {"multiPoint": {"enabled": [{"name": "GangScheduling"}]},
+                                       "permit": {"disabled": [{"name": "GangScheduling"}]}}})) == spec_of(config())
+    assert spec_of(config({"plugins": {"multiPoint": {"enabled": [{"name": "GangScheduling"}]},
+                                       "permit": {"disabled": [{"name": "*"}]}}})) == spec_of(config())
+
+
+def test_gang_scheduling_extends_permit_not_filter() -> None:
+    """As in kube-scheduler: GangScheduling is no filter plugin, NodeResourcesFit no permit plugin."""
+    assert problems(config({"plugins": {"filter": {"enabled": [{"name": "GangScheduling"}]}}})) == [
+        "profiles[0].plugins.filter.enabled[0]: GangScheduling: plugin GangScheduling does not extend filter plugin"]
+    assert problems(config({"plugins": {"permit": {"enabled": [{"name": "NodeResourcesFit"}]}}})) == [
+        "profiles[0].plugins.permit.enabled[0]: NodeResourcesFit: plugin NodeResourcesFit does not extend permit "
+        "plugin"]
+
+
 def test_v1beta3_in_tree_volume_limits() -> None:
     """v1.24's defaults named the in-tree limits; v1 rejects them, as kube-scheduler does."""
     doc = config({"plugins": {"filter": {"enabled": [{"name": "EBSLimits"}, {"name": "GCEPDLimits"}]}}},

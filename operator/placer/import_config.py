@@ -17,10 +17,13 @@ written for v1.24, is read the same way, with v1.36's default plugins):
    is the one given at `score`, else at multiPoint, 0 or none meaning 1.
 3. Mapping: kube's `filter` becomes `spec.filters`, `score` `spec.scores`, `postFilter`
    `spec.postFilters` (a Placer plugin runs its own PreFilter/PreScore/Reserve/PreBind steps);
+   `permit` is appended to `spec.filters`, where Placer lists a binding-point plugin (one that admits
+   every node: kube's Permit-only `GangScheduling` is Placer's `GangScheduling` there);
    `pluginConfig` args go on each entry of that plugin; `percentageOfNodesToScore` is the profile's,
    else the global one.
 
-What Placer does by itself (`IMPLICIT`) is accepted and left out; `NodeReady` is put before
+What Placer does by itself (`IMPLICIT`) is accepted and left out (so is kube's `GangScheduling` at
+`preEnqueue` only: Placer's queue holds every group's pods until `minCount` exist); `NodeReady` is put before
 `TaintToleration` (kube keeps NotReady nodes out through the node lifecycle controller's
 `node.kubernetes.io/not-ready` taint, which only TaintToleration honours). Plugin names are looked up
 in the plugin registry at run time, so plugin packages and new built-ins import with no change here;
@@ -43,7 +46,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from placer.engine.framework import FilterPlugin, PostFilterPlugin, ScorePlugin
+from placer.engine.framework import FilterPlugin, PermitPlugin, PostFilterPlugin, ScorePlugin
 from placer.engine.profile import API_VERSION, KIND, ProfileError, compile_profile, format_location
 from placer.plugins import REGISTRY
 
@@ -92,7 +95,9 @@ KUBE_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("NodeDeclaredFeatures", None),
 )
 
-#: defaults kube adds only with a feature gate on: left out, as with the gate off, when Placer lacks them
+#: defaults kube adds only with a feature gate on: left out, as with the gate off, when Placer lacks them.
+#: (GangScheduling, appended with the alpha gate GangScheduling, and TopologyPlacementGenerator and
+#: PodGroupPodsCount, with TopologyAwareWorkloadScheduling, are off by default in v1.36: not defaults.)
 GATED_DEFAULTS = frozenset({"DynamicResources", "NodeDeclaredFeatures"})
 
 #: kube plugins whose work Placer does without being listed, and why
@@ -101,7 +106,6 @@ IMPLICIT: dict[str, str] = {
     "SchedulingGates": "Placer never attempts a pod with spec.schedulingGates",
     "DefaultBinder": "Placer binds through pods/binding, as DefaultBinder",
     "NodeName": "a pod with spec.nodeName is bound already: Placer never places it",
-    "GangScheduling": "Placer schedules PodGroups (gangs) natively",
 }
 
 #: v1beta3's in-tree volume limits, invalid in v1 since CSI migration: NodeVolumeLimits counts those volumes
@@ -148,9 +152,10 @@ EXTENSION_POINTS = (
     "preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve", "permit",
     "preBind", "bind", "postBind", "multiPoint", "placementGenerate", "placementScore",
 )
-# Placer's lists, and the kube extension point each comes from
-SECTIONS = {"filters": "filter", "scores": "score", "postFilters": "postFilter"}
-ROLES = {"filter": FilterPlugin, "score": ScorePlugin, "postFilter": PostFilterPlugin}
+# Placer's lists, and the kube extension points each comes from, in that order: a Permit plugin is
+# listed among the filters (it admits every node), after kube's filters (kube permits after filtering)
+SECTIONS = {"filters": ("filter", "permit"), "scores": ("score",), "postFilters": ("postFilter",)}
+ROLES = {"filter": FilterPlugin, "score": ScorePlugin, "postFilter": PostFilterPlugin, "permit": PermitPlugin}
 _PRE = {"preFilter": "filter", "preScore": "score"}
 
 #: kube args' fields Placer's plugin of that name does not take, at the value Placer behaves as
@@ -235,6 +240,8 @@ def _placer_points(name: str) -> frozenset[str]:
         points |= {"preScore", "score"}
     if issubclass(cls, PostFilterPlugin):
         points.add("postFilter")
+    if issubclass(cls, PermitPlugin):
+        points.add("permit")
     return frozenset(points)
 
 
@@ -571,12 +578,14 @@ def _profile(
                 _check_point(importer, plugin, point)
 
     spec: dict[str, Any] = {"schedulerName": scheduler_name, "percentageOfNodesToScore": percentage}
-    for section, point in SECTIONS.items():
+    for section, points in SECTIONS.items():
         entries: list[dict[str, Any]] = []
-        for plugin in _expand(point, sets[point], multi_point, importer):
+        for point, plugin in ((at, plugin) for at in points for plugin in _expand(at, sets[at], multi_point, importer)):
             name = plugin.name
             if not usable.get(name, False) or name in IMPLICIT or name in LEGACY_VOLUME_LIMITS:
                 continue
+            if any(entry["name"] == name for entry in entries):
+                continue  # a plugin enabled at filter and permit: one entry does both
             if not issubclass(REGISTRY[name], ROLES[point]):
                 if plugin.where and (name, point) not in KUBE_ONLY_POINTS:
                     continue  # said by _check_point
@@ -607,6 +616,10 @@ def _profile(
                 importer.note("NodeReady added before TaintToleration: kube-scheduler keeps NotReady nodes out "
                               "through their node.kubernetes.io/not-ready taint, Placer through this filter")
         spec[section] = entries
+    if any(entry["name"] == "GangScheduling" for entry in spec["filters"]):
+        importer.note("GangScheduling: its PreEnqueue (a gang's pods wait until minCount exist) is Placer's queueing "
+                      "of every group; its Permit (bound together once minCount are placed) is Placer's "
+                      "GangScheduling, listed in filters")
     for name, (here, _) in args.raw.items():
         if name not in usable and name not in REGISTRY and name not in IMPLICIT:
             importer.note(f"{here} {name}: args of a plugin the profile does not enable: ignored")
@@ -636,8 +649,11 @@ def _profile(
 def _check_point(importer: _Importer, plugin: _Plugin, point: str) -> None:
     """An explicitly enabled plugin must extend that point, as kube-scheduler requires."""
     name = plugin.name
-    if point in ("filter", "score", "postFilter"):
-        if issubclass(REGISTRY[name], ROLES[point]) or (name, point) in KUBE_ONLY_POINTS:
+    if point in ROLES:
+        if (name, point) in KUBE_ONLY_POINTS:
+            return
+        # kube's plugins extend kube's points (Placer's GangScheduling is also a filter; kube's is not)
+        if issubclass(REGISTRY[name], ROLES[point]) and (name not in KUBE_POINTS or point in KUBE_POINTS[name]):
             return
         importer.fail(plugin.where, f"{name}: plugin {name} does not extend {point} plugin")
     elif point in _PRE and point not in _placer_points(name):
