@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING
 
 from placer.controller.preemption import VICTIM_GONE, keeps_nomination
-from placer.engine.framework import ClusterEvent, PermitCode, Preemption
+from placer.engine.framework import ClusterEvent, Preemption
 from placer.engine.gang import GroupDecision, Outcome, decide_group
 from placer.engine.groups import COSCHEDULING_KIND, POD_GROUP_KIND, GroupRef
 from placer.engine.objects import PodInfo
@@ -111,16 +111,7 @@ class GroupCycle:
                 self._unplaced(member, member_decision, profile, decision)
                 continue
             state.nominations.unnominate(member.key, now_on=member_decision.node)
-            try:
-                permit = state.scheduler.permit(member, member_decision, profile, state.cluster)
-            except Exception:
-                logger.exception("Permit of %s on %s failed", member.key, member_decision.node)
-                state.scheduler.unpermit(member, member_decision, profile, state.cluster)
-                state.scheduler.forget(member, member_decision, profile, state.cluster)
-                state.queue.backoff(member.key)
-                continue
-            if permit.code is PermitCode.REJECT:
-                loop.binding.rejected(member, member_decision, profile)
+            if not loop.permit(member, profile, member_decision):
                 continue
             if loop.binding.start(member, member_decision, profile, slot=slot):
                 slot = False

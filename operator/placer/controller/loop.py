@@ -123,7 +123,7 @@ class SchedulingLoop:
         if decision.node is None:
             self._post_filter(pod, profile, decision)
             return False
-        if not self._reserve(pod, profile, decision) or not self._permit(pod, profile, decision):
+        if not self._reserve(pod, profile, decision) or not self.permit(pod, profile, decision):
             return False
         return self.binding.start(pod, decision, profile)
 
@@ -200,8 +200,9 @@ class SchedulingLoop:
                          profile.generation, top)
         return True
 
-    def _permit(self, pod: PodInfo, profile: Profile, decision: Decision) -> bool:
-        """kube's RunPermitPlugins: False when the pod was rejected (or a plugin broke)."""
+    def permit(self, pod: PodInfo, profile: Profile, decision: Decision) -> bool:
+        """kube's RunPermitPlugins: False when the pod was rejected (or a plugin broke); the group
+        cycle runs it for each placed member too."""
         state = self.state
         try:
             permit = state.scheduler.permit(pod, decision, profile, state.cluster)
