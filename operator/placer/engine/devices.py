@@ -28,6 +28,7 @@ from placer.engine.dra_cel import device_variable, parse_semver, semver_value
 from placer.engine.fields import FieldError, mapping, section, sequence
 from placer.engine.objects import NodeSelectorTerm, ObjectError, go_int, object_meta, parse_node_selector_terms
 from placer.engine.quantity import QuantityError, parse_quantity
+from placer.engine.relations import ControllerRef, parse_controller
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -44,7 +45,6 @@ __all__ = [
     "DeviceResult",
     "DeviceTaint",
     "DeviceToleration",
-    "OwnerRef",
     "ResourceClaimInfo",
     "SliceInfo",
     "SubRequest",
@@ -476,14 +476,6 @@ class ConsumerRef:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerRef:
-    api_version: str
-    kind: str
-    name: str
-    uid: str
-
-
 @dataclass(frozen=True, slots=True, eq=True)
 class ResourceClaimInfo:
     namespace: str
@@ -492,7 +484,7 @@ class ResourceClaimInfo:
     resource_version: str = ""
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
-    controller: OwnerRef | None = None
+    controller: ControllerRef | None = None
     requests: tuple[DeviceRequest, ...] = ()
     constraints: tuple[DeviceConstraint | None, ...] = ()  # None: a constraint of an unknown type
     config: tuple[dict[str, Any], ...] = ()  # spec.devices.config entries as written
@@ -594,12 +586,9 @@ def parse_resource_claim(obj: Mapping[str, Any]) -> ResourceClaimInfo:
     spec, status = section(obj, "spec"), section(obj, "status")
     try:
         requests, constraints, config = parse_claim_spec(spec, "spec")
-        controller = None
         for i, ref in enumerate(sequence(meta.get("ownerReferences"), "metadata.ownerReferences")):
-            ref = mapping(ref, f"metadata.ownerReferences[{i}]")
-            if ref.get("controller") is True:
-                controller = OwnerRef(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""),
-                                      str(ref.get("name") or ""), str(ref.get("uid") or ""))
+            mapping(ref, f"metadata.ownerReferences[{i}]")
+        controller = parse_controller(meta)
         reserved = []
         for i, raw in enumerate(sequence(status.get("reservedFor"), "status.reservedFor")):
             ref = mapping(raw, f"status.reservedFor[{i}]")

@@ -26,11 +26,11 @@ from placer.engine.devices import (
     EXTENDED_RESOURCE_CLAIM,
     DeviceClassInfo,
     DeviceRequest,
-    OwnerRef,
     ResourceClaimInfo,
     SubRequest,
 )
 from placer.engine.objects import PodInfo
+from placer.engine.relations import ControllerRef
 
 __all__ = [
     "DEVICE_CLASS_PREFIX",
@@ -232,5 +232,5 @@ def special_claim(pod: PodInfo, requests: tuple[DeviceRequest, ...]) -> Resource
     under the name it will be created with."""
     return ResourceClaimInfo(
         namespace=pod.namespace, name=claim_name(pod),
-        controller=OwnerRef("v1", "Pod", pod.name, pod.uid), requests=requests, extended=True,
+        controller=ControllerRef("v1", "Pod", pod.name, pod.uid), requests=requests, extended=True,
     )

@@ -80,6 +80,7 @@ class ControllerRef:
     api_version: str
     kind: str
     name: str
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +244,7 @@ def parse_controller(meta: Mapping[str, Any]) -> ControllerRef | None:
     for ref in meta.get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             return ControllerRef(
-                str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name") or "")
+                str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name") or ""),
+                str(ref.get("uid") or ""),
             )
     return None
