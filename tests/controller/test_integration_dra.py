@@ -361,6 +361,8 @@ async def test_a_failed_status_write_is_undone_and_the_pod_never_bound_without_i
                                "the object has been modified; please apply your changes to the latest version")
     await launch()
     await until(lambda: (pod_condition(emu, "p") or {}).get("reason") == "SchedulerError", timeout=10)
+    # the event is written after the condition (events go out on their own writer): wait for it too
+    await until(lambda: failed_note(emu, "p") is not None, timeout=10)
     note = failed_note(emu, "p")
     assert note is not None and note.startswith('running PreBind plugin "DynamicResources": ')
     assert "the object has been modified" in note
