@@ -69,15 +69,27 @@ KUBE_BIN ?= ../kube-bin-$(KUBE_VERSION)
 REAL_RUNS ?= 3
 REAL_SIZES ?= 1000x5000 5000x10000
 REAL_MODES ?= backlog stream
+# scheduler_perf-like workloads beside `plain` (bench/real_bench.py's docstring), at their own
+# size and mode; REAL_WORKLOADS= runs `plain` only. `devices` (DRA) is skipped before v1.34.
+REAL_WORKLOADS ?= antiaffinity spread preferred devices
+REAL_WORKLOAD_SIZES ?= 1000x5000
+REAL_WORKLOAD_MODES ?= backlog
 # the version the binaries report (kube-apiserver --version), in the results' file names
 REAL_VERSION = $(shell $(KUBE_BIN)/kube-apiserver --version 2>/dev/null | sed -n 's/^Kubernetes \(v[0-9]*\.[0-9]*\).*/\1/p')
-bench-real: install ## Placer vs kube-scheduler on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR), both sizes and modes, medians of 3
+bench-real: install ## Placer vs kube-scheduler on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): plain at both sizes and modes, then antiaffinity/spread/preferred/devices at 1,000/5,000 backlog, medians of 3
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	@for size in $(REAL_SIZES); do for mode in $(REAL_MODES); do \
 		nodes=$${size%x*}; pods=$${size#*x}; \
 		$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --mode $$mode \
 			--runs $(REAL_RUNS) --json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-$$mode.json || exit 1; \
 	done; done
+	@for workload in $(REAL_WORKLOADS); do for size in $(REAL_WORKLOAD_SIZES); do for mode in $(REAL_WORKLOAD_MODES); do \
+		nodes=$${size%x*}; pods=$${size#*x}; \
+		$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --mode $$mode \
+			--workload $$workload --runs $(REAL_RUNS) \
+			--json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-$$mode-$$workload.json \
+			|| { status=$$?; [ $$status -eq 3 ] || exit 1; echo "(skipped: $$workload)"; }; \
+	done; done; done
 
 check-real: install ## the operator's scenarios on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): binding, events, gates, pod-level resources, resize, preemption, DRA...
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/versions.md)"; exit 2; }

@@ -5,8 +5,12 @@ over its allocatable (the pods' requests as kube-scheduler v1.36 counts them —
 below, on the emulator's own quantity parser), not Ready, cordoned, a NoSchedule/NoExecute taint
 not tolerated, a nodeSelector not matched, a required pod anti-affinity broken in either
 direction, a DoNotSchedule spread constraint whose skew exceeds maxSkew (on the final placement,
-over the domains of the nodes carrying the key), and a pod bound twice (when the caller saw the
-bindings happen).
+over the domains of the nodes carrying the key: exact when every pod of a group may go to the same
+nodes, as in synthetic.py's `spread` workload), and a pod bound twice (when the caller saw the
+bindings happen). Given the ResourceClaims and ResourceSlices too (Dynamic Resource Allocation),
+also a device allocated to two claims (`device_double`) and a bound pod whose claim is missing,
+unallocated, not reserved for it, or holding a device (or an allocation.nodeSelector) that is not
+on the pod's node (`claim`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from tests.kubeemu.selectors import selector_matches
 Obj = dict[str, Any]
 Amounts = dict[str, Fraction]
 PROBLEMS = ("capacity", "not_ready", "cordoned", "taint", "selector", "anti_affinity", "spread", "double")
+DEVICE_PROBLEMS = ("device_double", "claim")  # only when audit() is given the claims
 
 
 def _counted(name: str) -> bool:
@@ -139,8 +144,10 @@ def _required_anti(pod: Obj) -> list[Obj]:
     return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
 
 
-def audit(nodes: Iterable[Obj], pods: Iterable[Obj], bind_counts: Counter[str] | None = None) -> dict[str, int]:
-    """Problem -> how many bindings break it (0 everywhere: a clean run)."""
+def audit(nodes: Iterable[Obj], pods: Iterable[Obj], bind_counts: Counter[str] | None = None,
+          claims: Iterable[Obj] | None = None, slices: Iterable[Obj] = ()) -> dict[str, int]:
+    """Problem -> how many bindings break it (0 everywhere: a clean run). `claims` (ResourceClaims)
+    and `slices` (ResourceSlices) add DEVICE_PROBLEMS."""
     nodes = list(nodes)
     bound = [p for p in pods if p["spec"].get("nodeName")]
     by_name = {n["metadata"]["name"]: n for n in nodes}
@@ -166,7 +173,108 @@ def audit(nodes: Iterable[Obj], pods: Iterable[Obj], bind_counts: Counter[str] |
             problems["selector"] += 1
     problems["anti_affinity"] = _anti_affinity(bound, by_name)
     problems["spread"] = _spread(bound, nodes)
+    if claims is not None:
+        problems["device_double"], problems["claim"] = _devices(bound, by_name, list(claims), list(slices))
     return problems
+
+
+def _node_selector_matches(selector: Obj, node: Obj) -> bool:
+    """A core/v1 NodeSelector: any term, each term all its matchExpressions (labels) and matchFields
+    (metadata.name)."""
+    labels = node["metadata"].get("labels") or {}
+    fields = {"metadata.name": node["metadata"]["name"]}
+
+    def holds(requirement: Obj, values: dict[str, str]) -> bool:
+        key, operator, wanted = requirement["key"], requirement["operator"], requirement.get("values") or []
+        if operator == "In":
+            return key in values and values[key] in wanted
+        if operator == "NotIn":
+            return values.get(key) not in wanted
+        if operator == "Exists":
+            return key in values
+        if operator == "DoesNotExist":
+            return key not in values
+        if operator in ("Gt", "Lt") and key in values and wanted:
+            try:
+                have, bound = int(values[key]), int(wanted[0])
+            except ValueError:
+                return False
+            return have > bound if operator == "Gt" else have < bound
+        return False
+
+    return any(all(holds(r, labels) for r in term.get("matchExpressions") or [])
+               and all(holds(r, fields) for r in term.get("matchFields") or [])
+               for term in selector.get("nodeSelectorTerms") or [])
+
+
+def _devices(bound: list[Obj], by_name: dict[str, Obj], claims: list[Obj], slices: list[Obj]) -> tuple[int, int]:
+    """(devices allocated to more than one claim — each extra claim counts —, bound pods whose claims
+    are not all allocated on their node and reserved for them). A device is known by (driver, pool,
+    device) from the slices of its pool's newest generation; admin-access and shared (shareID)
+    results may legitimately repeat and are not counted as doubles."""
+    newest: dict[tuple[str, str], int] = {}
+    for piece in slices:
+        pool = piece["spec"]["pool"]
+        key = (piece["spec"]["driver"], pool["name"])
+        newest[key] = max(newest.get(key, 0), int(pool.get("generation", 0)))
+    where: dict[tuple[str, str, str], Obj] = {}  # device -> its slice's spec
+    for piece in slices:
+        spec = piece["spec"]
+        if int(spec["pool"].get("generation", 0)) != newest[(spec["driver"], spec["pool"]["name"])]:
+            continue
+        for device in spec.get("devices") or []:
+            where[(spec["driver"], spec["pool"]["name"], device["name"])] = spec
+
+    def results(claim: Obj) -> list[Obj]:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        return list((allocation.get("devices") or {}).get("results") or [])
+
+    held: Counter[tuple[str, str, str]] = Counter()
+    for claim in claims:
+        for result in results(claim):
+            if not result.get("adminAccess") and not result.get("shareID"):
+                held[(result["driver"], result["pool"], result["device"])] += 1
+    doubles = sum(count - 1 for count in held.values() if count > 1)
+
+    by_claim = {(c["metadata"].get("namespace", "default"), c["metadata"]["name"]): c for c in claims}
+
+    def on_node(spec: Obj | None, node: Obj) -> bool:
+        if spec is None:
+            return False  # a device no slice publishes
+        if spec.get("nodeName"):
+            return spec["nodeName"] == node["metadata"]["name"]
+        if spec.get("nodeSelector"):
+            return _node_selector_matches(spec["nodeSelector"], node)
+        return bool(spec.get("allNodes"))
+
+    broken = 0
+    for pod in bound:
+        node = by_name.get(pod["spec"]["nodeName"])
+        # a claim made from a template is named in the pod's status (no name there: none was needed)
+        generated = {s.get("name"): s.get("resourceClaimName")
+                     for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        wanted = [ref.get("resourceClaimName") or generated.get(ref.get("name"))
+                  for ref in pod["spec"].get("resourceClaims") or []
+                  if ref.get("resourceClaimName") or generated.get(ref.get("name"), "") is not None]
+        if node is None or not wanted:
+            continue
+        namespace = pod["metadata"].get("namespace", "default")
+        uid = pod["metadata"].get("uid")
+        for name in wanted:
+            claim = by_claim.get((namespace, name)) if name else None
+            status = (claim or {}).get("status") or {}
+            allocation = status.get("allocation") or {}
+            fine = (
+                claim is not None
+                and bool(results(claim))
+                and all(on_node(where.get((r["driver"], r["pool"], r["device"])), node) for r in results(claim))
+                and (not allocation.get("nodeSelector") or _node_selector_matches(allocation["nodeSelector"], node))
+                and any(ref.get("uid") == uid for ref in status.get("reservedFor") or [])
+            )
+            if not fine:
+                broken += 1
+                break
+    return doubles, broken
 
 
 def _anti_affinity(bound: list[Obj], by_name: dict[str, Obj]) -> int:

@@ -10,7 +10,13 @@ a bare numpy "fits-on-cpu-and-memory, most free cpu wins" decision, the least an
 scheduler does per pod, so the ratio says what the full framework costs on top of it, whatever
 the machine.
 
-    python bench/engine_bench.py [--runs 5] [--sizes 1000x5000,5000x10000] [--json FILE]
+Each run also reports the CPU time of the loop per pod (`cpu_ms_per_pod`, this thread's CPU
+clock): on a busy shared machine the wall clock counts the time other processes run, the CPU
+clock does not, so it is the figure to compare between two trees there. `--workloads` adds
+bench/synthetic.py's other workloads (`preferred`, `antiaffinity`, `spread`, `devices`).
+
+    python bench/engine_bench.py [--runs 5] [--sizes 1000x5000,5000x10000] [--workloads plain,relations]
+                                 [--json FILE]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from placer.engine.objects import parse_node, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Scheduler
+from synthetic import WORKLOADS as SYNTHETIC_WORKLOADS
 from synthetic import cluster as synthetic_cluster
 
 # pods/s the issues ask for, by workload and node count
@@ -61,6 +68,7 @@ def run_engine(nodes: int, pods: int, workload: str = "plain") -> dict[str, floa
     scheduled = 0
     clock = time.perf_counter
     begin = clock()
+    cpu_begin = time.thread_time()  # this thread's CPU: what a busy shared machine does not inflate
     for i, pod in enumerate(pending):
         start = clock()
         decision = scheduler.schedule(pod, profile, state, top=1)
@@ -68,12 +76,14 @@ def run_engine(nodes: int, pods: int, workload: str = "plain") -> dict[str, floa
             scheduler.assume(pod, decision, profile, state)
             scheduled += 1
         latencies[i] = clock() - start
+    cpu = time.thread_time() - cpu_begin
     elapsed = clock() - begin
     assert not state.overcommitted(), "the engine overcommitted a node"
     return {
         "pods_per_s": len(pending) / elapsed,
         "p50_ms": float(np.percentile(latencies, 50) * 1000),
         "p99_ms": float(np.percentile(latencies, 99) * 1000),
+        "cpu_ms_per_pod": cpu * 1000 / len(pending),
         "scheduled": scheduled,
     }
 
@@ -98,23 +108,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sizes", default="1000x5000,5000x10000", help="NODESxPODS,...")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"of bench/synthetic.py's: {', '.join(SYNTHETIC_WORKLOADS)} (plain is always run)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
+    workloads = list(dict.fromkeys(["plain", *args.workloads.split(",")]))  # plain: the ratios' reference
+    unknown = [w for w in workloads if w not in SYNTHETIC_WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload(s) {', '.join(unknown)}: one of {', '.join(SYNTHETIC_WORKLOADS)}")
     results = []
     for size in args.sizes.split(","):
         nodes, pods = (int(x) for x in size.split("x"))
-        runs: dict[str, list[dict[str, float]]] = {workload: [] for workload in WORKLOADS}
+        runs: dict[str, list[dict[str, float]]] = {workload: [] for workload in workloads}
         baseline_runs = []
         for _ in range(args.runs):  # interleaved, so all see the same machine load
             baseline_runs.append(run_baseline(nodes, pods))
-            for workload in WORKLOADS:
+            for workload in workloads:
                 runs[workload].append(run_engine(nodes, pods, workload))
         baseline = statistics.median(r["pods_per_s"] for r in baseline_runs)
         plain = statistics.median(r["pods_per_s"] for r in runs["plain"])
-        for workload in WORKLOADS:
+        for workload in workloads:
             engine_runs = runs[workload]
-            median = {k: statistics.median(r[k] for r in engine_runs) for k in ("pods_per_s", "p50_ms", "p99_ms")}
-            target = TARGETS[workload].get(nodes)
+            keys = ("pods_per_s", "p50_ms", "p99_ms", "cpu_ms_per_pod")
+            median = {k: statistics.median(r[k] for r in engine_runs) for k in keys}
+            target = TARGETS.get(workload, {}).get(nodes)
             row = {
                 "nodes": nodes,
                 "pods": pods,
@@ -132,7 +149,8 @@ def main() -> int:
             results.append(row)
             print(
                 f"engine {nodes:>5} nodes {pods:>6} pods {workload:>9}: {median['pods_per_s']:8.0f} pods/s "
-                f"(p50 {median['p50_ms']:.3f} ms, p99 {median['p99_ms']:.3f} ms; median of {args.runs}; "
+                f"(p50 {median['p50_ms']:.3f} ms, p99 {median['p99_ms']:.3f} ms, "
+                f"CPU {median['cpu_ms_per_pod']:.3f} ms/pod; median of {args.runs}; "
                 f"runs {row['all_runs_pods_per_s']}; {row['scheduled']} scheduled) | baseline {baseline:8.0f} "
                 f"pods/s, ratio {row['ratio_to_baseline']:.2f}, vs plain {row['ratio_to_plain']:.2f} | target "
                 f"{target or '-'}: {'met' if row['meets_target'] else 'NOT met' if target else '-'}",

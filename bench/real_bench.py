@@ -7,25 +7,64 @@ reference), any folder `../shared/realcluster/build.sh` filled with `--kube-bin`
 in the results, and picks kube-scheduler's configuration API (`kubescheduler.config.k8s.io/v1`
 from v1.25, `v1beta3` before).
 
+One control plane at a time on this machine (its ports 6443 and 2379 are fixed): the script holds
+an exclusive `flock` on `/tmp/placer-realcluster.lock` for its whole run, the file anyone else
+running a control plane here locks too (`flock /tmp/placer-realcluster.lock COMMAND`); started
+under such a `flock`, it goes on under its lock (the descriptor it inherits), otherwise it waits
+for the holder, saying who.
+
 Per scheduler and run: a fresh control plane (`realcluster.sh up` wipes etcd), the nodes of
-`bench/synthetic.py` (created, then their status written), then either
+`bench/synthetic.py` (created, then their status written) and the workload's other objects, then
+either
 
 - `backlog`: every pending pod created first, then the scheduler started (the clock runs from its
   start), or
 - `stream`: the scheduler started first and given a moment, then the pods created as fast as a
   32-way client can (the clock runs from the first creation),
 
-and the bindings counted through a watch until every pod is bound (or the timeout). Afterwards
-the API server's pods and nodes are audited (`bench/audit.py`: capacity, readiness, cordons,
-taints, selectors, required anti-affinity, DoNotSchedule skew). kube-scheduler runs with raised
-client limits (QPS 5000, burst 10000, as BENCHMARKS.md) and its own schedulerName; Placer is
-`placer run --no-leader-elect` with the default profile. Peak RSS is each process's VmHWM.
+and the bindings counted through a watch of the bound pods until every pod is bound (or the
+timeout; a watch the API server closes for falling behind is resumed, and the run says so). A run
+that leaves pods unbound says how many and the scheduler's commonest FailedScheduling messages.
+Afterwards the API server's pods and nodes are audited (`bench/audit.py`: capacity, readiness,
+cordons, taints, selectors, required anti-affinity, DoNotSchedule skew, double bindings; for
+`devices` also no device allocated twice and every bound pod's claim allocated on its node and
+reserved for it). kube-scheduler runs with raised client limits (QPS 5000, burst 10000, as BENCHMARKS.md) and
+its own schedulerName; Placer is `placer run --no-leader-elect` with the default profile.
+
+Workloads (`--workload`, `bench/synthetic.py`; every one the same nodes and pod sizes):
+
+- `plain`: BENCHMARKS.md's pods (some with a nodeSelector or a toleration);
+- `relations`: every pod required anti-affinity on hostname and a DoNotSchedule zone spread
+  against its app's pods (20 apps);
+- `antiaffinity`: groups of 100 pods, each pod a required podAntiAffinity on
+  `kubernetes.io/hostname` against its group (scheduler_perf's SchedulingPodAntiAffinity);
+- `spread`: groups of 100, each pod one topologySpreadConstraint on `topology.kubernetes.io/zone`,
+  maxSkew 1, DoNotSchedule, against its group (no nodeSelectors, so that the audit's final skew
+  is exact);
+- `preferred`: groups of 100, a preferred podAffinity (even groups) or podAntiAffinity (odd
+  groups) on hostname, weight 1 (SchedulingPreferredPodAffinity / ...AntiAffinity);
+- `devices`: Dynamic Resource Allocation, one device claim per pod; needs `resource.k8s.io/v1`
+  (Kubernetes v1.34+; refused before, exit status 3). The script plays the DRA driver: a
+  DeviceClass for driver `gpu.example.com`, one ResourceSlice per node with 8 GPUs, and per pod
+  a ResourceClaim for one GPU, created before the pods (no controller manager: no claim
+  templates) and named by the pod's `spec.resourceClaims[].resourceClaimName`; the scheduler
+  allocates and reserves each claim itself before binding.
+
+Measured per run: pods/s (bound pods over the time from the clock's start to the last binding),
+first binding, peak RSS (the scheduler's VmHWM) and CPU per bound pod: the process CPU time
+(utime + stime, /proc/PID/stat) of the scheduler, kube-apiserver and etcd (pids from
+realcluster.sh's `apiserver.pid` and `etcd.pid`) between the clock's start and the last binding,
+in ms per bound pod. In backlog mode the scheduler's share includes its start-up and the
+API server's includes serving the initial lists; in stream mode the scheduler was already up, and
+the API server's and etcd's shares include creating the pods (the same for both schedulers).
+The CPU at the last binding is read as the watch sees it (when not every pod was bound, at a
+binding no more than 50 ms before the last one). The table gives medians of the runs.
 
 Needs the binaries of `../shared/realcluster/build.sh` and etcd (`realcluster.sh` installs
 Debian's); never part of `make test` or CI.
 
     python bench/real_bench.py [--kube-bin DIR] [--nodes 1000] [--pods 5000] [--mode backlog|stream]
-        [--runs 3] [--workload plain|relations] [--json FILE]
+        [--runs 3] [--workload plain|relations|antiaffinity|spread|preferred|devices] [--json FILE]
 """
 
 from __future__ import annotations
@@ -33,6 +72,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -45,6 +86,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +98,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from audit import audit  # noqa: E402
+from synthetic import WORKLOADS as SYNTHETIC_WORKLOADS  # noqa: E402
 from synthetic import cluster as synthetic_cluster  # noqa: E402
 
 REALCLUSTER = ROOT.parent / "shared" / "realcluster" / "realcluster.sh"
@@ -67,6 +110,15 @@ NAMESPACE = "bench"
 KUBE_SCHEDULER_NAME = "kube-bench"
 PLACER_NAME = "placer"
 TARGET_RATIO = 2.0
+LOCK = Path("/tmp/placer-realcluster.lock")  # one control plane at a time on this machine
+# synthetic.py's workloads a real API server takes as they are (`claims` needs a PV controller)
+WORKLOADS = tuple(w for w in SYNTHETIC_WORKLOADS if w != "claims")
+DRA = "/apis/resource.k8s.io/v1"
+DRA_MINOR = 34  # resource.k8s.io/v1 is served from Kubernetes v1.34
+EXIT_UNSUPPORTED = 3  # the workload needs an API this Kubernetes version does not serve
+CPU_PROCESSES = ("scheduler", "apiserver", "etcd")
+CPU_EVERY = 0.05  # s between CPU readings while bindings come (and always at the last one expected)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 Obj = dict[str, Any]
 
 
@@ -79,6 +131,73 @@ def kube_version(kube_bin: Path) -> str:
 
 def kube_minor(kube_bin: Path) -> int:
     return int(kube_version(kube_bin).split(".")[1])
+
+
+def _lock_holders() -> list[int]:
+    """Pids /proc/locks names for a lock on LOCK's inode."""
+    try:
+        inode = os.stat(LOCK).st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    holders = []
+    for line in lines:
+        fields = line.split()
+        if "->" in fields:  # a waiter, not a holder
+            continue
+        with contextlib.suppress(IndexError, ValueError):
+            if int(fields[5].rsplit(":", 1)[1]) == inode:
+                holders.append(int(fields[4]))
+    return holders
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def hold_lock() -> int | None:
+    """An exclusive flock on LOCK for the process's life (the descriptor stays open; the kernel
+    drops the lock when the process ends). Under `flock LOCK COMMAND` the lock is already ours
+    through the descriptor the wrapper passed down: locking that one again succeeds at once
+    (locking a second descriptor of the file would wait for ourselves forever). When an ancestor
+    holds it through a descriptor we did not inherit (`flock -o`), it covers us too. Otherwise wait,
+    saying who holds it. Returns the descriptor, or None under an ancestor's lock."""
+    with contextlib.suppress(OSError):
+        for entry in Path("/proc/self/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.path.realpath(entry) == str(LOCK):
+                    fd = int(entry.name)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return fd
+    fd = os.open(LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+    except OSError as error:
+        if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+    holders = _lock_holders()
+    if set(holders) & _ancestors():
+        os.close(fd)
+        return None
+    described = ", ".join(f"{pid} ({_command(pid)})" for pid in holders) or "another process"
+    print(f"waiting for {LOCK} (held by {described}): one control plane at a time", flush=True)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()[:120]
+    except OSError:
+        return "?"
 
 
 class Api:
@@ -116,8 +235,9 @@ class Api:
                 return json.loads(text) if text else None
         return None
 
-    async def many(self, calls: list[tuple[str, str, Any, str]], concurrency: int = 32) -> float | None:
-        """Run calls 32 at a time; returns when the first one was sent."""
+    async def many(self, calls: list[tuple[str, str, Any, str]], concurrency: int = 32,
+                   on_first: Callable[[], None] | None = None) -> float | None:
+        """Run calls 32 at a time; returns when the first one was sent (and calls `on_first` then)."""
         queue: asyncio.Queue[tuple[str, str, Any, str]] = asyncio.Queue()
         for call in calls:
             queue.put_nowait(call)
@@ -128,6 +248,8 @@ class Api:
                 method, path, body, content_type = queue.get_nowait()
                 if not first:
                     first.append(time.time())
+                    if on_first is not None:
+                        on_first()
                 await self.call(method, path, body, content_type)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -182,7 +304,33 @@ def port_free(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
-async def populate(api: Api, nodes: list[Obj], kubeconfig: Path) -> None:
+def object_calls(objects: list[Obj]) -> list[list[tuple[str, str, Any, str]]]:
+    """POSTs for the workload's other objects, in the order they must exist: cluster-scoped ones
+    (DeviceClass, ResourceSlices) first, then the namespaced ones (ResourceClaims)."""
+    paths = {("resource.k8s.io/v1", "DeviceClass"): f"{DRA}/deviceclasses",
+             ("resource.k8s.io/v1", "ResourceSlice"): f"{DRA}/resourceslices",
+             ("resource.k8s.io/v1", "ResourceClaim"): f"{DRA}/namespaces/{NAMESPACE}/resourceclaims"}
+    cluster_scoped, namespaced = [], []
+    for obj in objects:
+        path = paths.get((obj["apiVersion"], obj["kind"]))
+        if path is None:
+            raise ValueError(f"the real-cluster benchmark cannot create {obj['apiVersion']} {obj['kind']}")
+        body = json.loads(json.dumps(obj))
+        body["metadata"].pop("uid", None)
+        body.pop("status", None)
+        if "namespace" in body["metadata"]:
+            body["metadata"]["namespace"] = NAMESPACE
+            namespaced.append(("POST", path, body, "application/json"))
+        else:
+            cluster_scoped.append(("POST", path, body, "application/json"))
+    return [batch for batch in (cluster_scoped, namespaced) if batch]
+
+
+async def populate(api: Api, nodes: list[Obj], kubeconfig: Path, objects: Sequence[Obj] = ()) -> None:
+    if any(obj["apiVersion"].startswith("resource.k8s.io/") for obj in objects) and (
+            await api.call("GET", DRA, allow_missing=True)) is None:
+        raise RuntimeError(f"the API server does not serve {DRA.removeprefix('/apis/')} (Kubernetes v1.{DRA_MINOR}+): "
+                           "no Dynamic Resource Allocation workload on it")
     await api.call("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     await api.many([("POST", "/api/v1/nodes", {k: v for k, v in n.items() if k != "status"}, "application/json")
                     for n in nodes])
@@ -195,6 +343,8 @@ async def populate(api: Api, nodes: list[Obj], kubeconfig: Path) -> None:
     profile = {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "bench"},
                "spec": {"schedulerName": PLACER_NAME}}
     await api.call("POST", "/apis/placer.dev/v1alpha1/schedulerprofiles", profile)
+    for batch in object_calls(list(objects)):
+        await api.many(batch)
 
 
 def pod_calls(pods: list[Obj], scheduler_name: str) -> list[tuple[str, str, Any, str]]:
@@ -210,23 +360,118 @@ def pod_calls(pods: list[Obj], scheduler_name: str) -> list[tuple[str, str, Any,
     return calls
 
 
-async def count_bindings(api: Api, expected: int, deadline: float, bound_at: dict[str, float],
-                         binds: Counter[str]) -> None:
-    """Watch the namespace's pods; note when each is first seen with a node."""
-    listing = await api.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?limit=1")
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (utime + stime in /proc/PID/stat), NaN once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class CpuMeter:
+    """CPU time of the scheduler, kube-apiserver and etcd from the clock's start to the last binding."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = dict(pids)
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+        self.read_at = float("-inf")
+
+    def sample(self) -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def start(self) -> None:
+        """The clock starts: a process not started yet (the scheduler, in backlog mode) counts from 0."""
+        self.first = {name: 0.0 for name in CPU_PROCESSES} | self.sample()
+
+    def binding(self, last: bool) -> None:
+        """A binding was seen: read the CPU at the last one expected, else at most every CPU_EVERY s."""
+        now = time.monotonic()
+        if last or now - self.read_at >= CPU_EVERY:
+            self.last = self.sample()
+            self.read_at = now
+
+    def ms_per_pod(self, bound: int) -> dict[str, float]:
+        return {f"cpu_ms_per_pod_{name}": (self.last.get(name, float("nan")) - self.first.get(name, float("nan")))
+                * 1000 / bound if bound else float("nan") for name in CPU_PROCESSES}
+
+
+class Watch:
+    """What the bindings' watch saw: when each pod was first seen bound, and on which node."""
+
+    def __init__(self, expected: int, meter: CpuMeter | None = None) -> None:
+        self.expected = expected
+        self.meter = meter
+        self.bound_at: dict[str, float] = {}
+        self.node_of: dict[str, str] = {}
+        self.binds: Counter[str] = Counter()  # distinct nodes a pod was seen on (2: bound twice)
+        self.restarts = 0  # watches the API server closed, resumed
+        self.relists = 0  # resumed by a fresh list (the resourceVersion was too old)
+
+    def seen(self, pod: Obj) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        name = (pod.get("metadata") or {}).get("name")
+        if not node or not name:
+            return
+        if name not in self.bound_at:
+            self.bound_at[name] = time.time()
+            self.node_of[name] = node
+            self.binds[name] += 1
+            if self.meter is not None:
+                self.meter.binding(self.done())
+        elif self.node_of[name] != node:
+            self.node_of[name] = node
+            self.binds[name] += 1
+
+    def done(self) -> bool:
+        return len(self.bound_at) >= self.expected
+
+
+BOUND_PODS = f"/api/v1/namespaces/{NAMESPACE}/pods?fieldSelector=spec.nodeName%21%3D"  # spec.nodeName!=""
+
+
+async def count_bindings(api: Api, watch: Watch, deadline: float) -> None:
+    """Watch the namespace's bound pods (a field selector: only bindings and later changes come),
+    noting when each is first seen with a node (and the CPU then), until all are or the deadline.
+    The API server closes a watch whose reader falls behind ("Forcing pods watcher close due to
+    unresponsiveness", on a loaded 2-core machine): the watch is resumed from the last
+    resourceVersion seen, and after a 410 (too old) from a fresh list."""
+    listing = await api.call("GET", f"{BOUND_PODS}&limit=1")
     version = listing["metadata"]["resourceVersion"]
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods?watch=1&allowWatchBookmarks=true&resourceVersion={version}"
-    async with api.session.get(api.server + path, timeout=timeout) as response:
-        async for line in response.content:
-            event = json.loads(line)
-            obj = event.get("object") or {}
-            node = (obj.get("spec") or {}).get("nodeName")
-            name = (obj.get("metadata") or {}).get("name")
-            if node and name and name not in bound_at:
-                bound_at[name] = time.time()
-                binds[name] += 1
-            if len(bound_at) >= expected or time.time() > deadline:
+    while True:
+        gone = False
+        path = f"{BOUND_PODS}&watch=1&allowWatchBookmarks=true&resourceVersion={version}"
+        async with api.session.get(api.server + path, timeout=timeout) as response:
+            if response.status == 410:
+                gone = True
+            elif response.status != 200:
+                raise RuntimeError(f"watch {path}: {response.status} {(await response.text())[:300]}")
+            else:
+                async for line in response.content:
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        gone = obj.get("code") == 410
+                        if not gone:
+                            raise RuntimeError(f"watch {path}: {obj}")
+                        break
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        watch.seen(obj)
+                    if watch.done() or time.time() > deadline:
+                        return
+        if time.time() > deadline:
+            return
+        watch.restarts += 1
+        if gone:
+            watch.relists += 1
+            listing = await api.call("GET", BOUND_PODS)
+            for pod in listing["items"]:
+                watch.seen(pod)
+            version = listing["metadata"]["resourceVersion"]
+            if watch.done():
                 return
 
 
@@ -268,8 +513,12 @@ def start_profiler(pid: int, folder: Path, which: str) -> subprocess.Popen[bytes
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _pid_file(state: Path, name: str) -> int:
+    return int((state / f"{name}.pid").read_text().strip())
+
+
 async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube_bin: Path,
-                  timeout: float, profile_to: Path | None = None) -> dict[str, Any]:
+                  timeout: float, profile_to: Path | None = None, objects: Sequence[Obj] = ()) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="real-bench-") as tmp:
         workdir = Path(tmp)
         state = workdir / "control-plane"
@@ -277,23 +526,26 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
         api = Api()
         process = None
         try:
-            await populate(api, nodes, kubeconfig)
+            meter = CpuMeter({"apiserver": _pid_file(state, "apiserver"), "etcd": _pid_file(state, "etcd")})
+            await populate(api, nodes, kubeconfig, objects)
             name = KUBE_SCHEDULER_NAME if which == "kube-scheduler" else PLACER_NAME
             calls = pod_calls(pods, name)
-            bound_at: dict[str, float] = {}
-            binds: Counter[str] = Counter()
+            watch = Watch(len(pods), meter)
             deadline = time.time() + timeout
             if mode == "backlog":
                 await api.many(calls)
-                watcher = asyncio.create_task(count_bindings(api, len(pods), deadline, bound_at, binds))
+                watcher = asyncio.create_task(count_bindings(api, watch, deadline))
                 await asyncio.sleep(0.5)  # the watch is open
                 start = time.time()
+                meter.start()  # the scheduler counts from 0: it starts now
                 process = start_scheduler(which, kubeconfig, kube_bin, workdir)
+                meter.pids["scheduler"] = process.pid
             else:
-                watcher = asyncio.create_task(count_bindings(api, len(pods), deadline, bound_at, binds))
+                watcher = asyncio.create_task(count_bindings(api, watch, deadline))
                 process = start_scheduler(which, kubeconfig, kube_bin, workdir)
+                meter.pids["scheduler"] = process.pid
                 await asyncio.sleep(5.0)  # started and listing: the clock starts with the first pod
-                start = await api.many(calls) or time.time()
+                start = await api.many(calls, on_first=meter.start) or time.time()
             spy = start_profiler(process.pid, profile_to, which) if profile_to else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(watcher, timeout=max(deadline - time.time(), 1.0))
@@ -303,6 +555,14 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
             rss = peak_rss_mb(process.pid)
             bound_pods = (await api.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
             node_objs = (await api.call("GET", "/api/v1/nodes"))["items"]
+            pending_why: Counter[str] = Counter()
+            if not watch.done():  # say why, from the scheduler's FailedScheduling events
+                events = (await api.call("GET", f"/api/v1/namespaces/{NAMESPACE}/events"))["items"]
+                pending_why.update(e.get("message", "") for e in events if e.get("reason") == "FailedScheduling")
+            claims = slices = None
+            if any(obj["kind"] == "ResourceClaim" for obj in objects):
+                claims = (await api.call("GET", f"{DRA}/namespaces/{NAMESPACE}/resourceclaims"))["items"]
+                slices = (await api.call("GET", f"{DRA}/resourceslices"))["items"]
         finally:
             if process is not None:
                 process.terminate()
@@ -314,20 +574,46 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
             control_plane_down(kube_bin, state)
             if profile_to is not None and (workdir / f"{which}.log").exists():
                 shutil.copy(workdir / f"{which}.log", profile_to / f"{which}-{int(time.time())}.log")
+        bound_at = watch.bound_at
         if not bound_at:
             log_file = workdir / f"{which}.log"
             log = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
             raise RuntimeError(f"{which}: no binding at all; log tail:\n{log}")
-    problems = audit(node_objs, bound_pods, binds)
+    problems = audit(node_objs, bound_pods, watch.binds, claims, slices or ())
     times = sorted(bound_at.values())
     return {
         "bound": len(bound_at),
+        "bound_in_api": sum(1 for pod in bound_pods if pod["spec"].get("nodeName")),
+        "failed_scheduling": dict(pending_why.most_common(3)),
+        "watch_restarts": watch.restarts,
+        "watch_relists": watch.relists,
         "pods_per_s": len(bound_at) / (times[-1] - start),
         "first_binding_s": times[0] - start,
         "peak_rss_mb": rss,
+        **meter.ms_per_pod(len(bound_at)),
         "violations": sum(problems.values()),
         "problems": problems,
     }
+
+
+MEDIANS = ("pods_per_s", "first_binding_s", "peak_rss_mb", *(f"cpu_ms_per_pod_{name}" for name in CPU_PROCESSES),
+           "bound", "violations")
+
+
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table's row: the median of each measure over the runs (and every run's pods/s)."""
+    row: dict[str, Any] = {key: statistics.median(r[key] for r in runs) for key in MEDIANS}
+    row["all_runs_pods_per_s"] = [round(r["pods_per_s"], 1) for r in runs]
+    return row
+
+
+def print_table(table: dict[str, dict[str, Any]]) -> None:
+    print(f"{'':16} {'pods/s':>8} {'first binding':>14} {'peak RSS':>9} "
+          f"{'CPU ms/pod: scheduler':>22} {'apiserver':>9} {'etcd':>6} {'bound':>7} {'violations':>11}")
+    for which, row in table.items():
+        print(f"{which:16} {row['pods_per_s']:8.1f} {row['first_binding_s']:12.2f} s {row['peak_rss_mb']:6.0f} MB "
+              f"{row['cpu_ms_per_pod_scheduler']:22.2f} {row['cpu_ms_per_pod_apiserver']:9.2f} "
+              f"{row['cpu_ms_per_pod_etcd']:6.2f} {row['bound']:7.0f} {row['violations']:11.0f}")
 
 
 def main() -> int:
@@ -338,7 +624,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--mode", choices=("backlog", "stream"), default="backlog")
-    parser.add_argument("--workload", choices=("plain", "relations"), default="plain")
+    parser.add_argument("--workload", choices=WORKLOADS, default="plain",
+                        help="the pods' constraints (the module's docstring); `devices` needs Kubernetes v1.34+")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--only", choices=("kube-scheduler", "placer"), help="run one scheduler only")
@@ -352,29 +639,37 @@ def main() -> int:
     args.kube_bin = args.kube_bin.resolve()  # realcluster.sh starts the API server from its state folder
     version = kube_version(args.kube_bin)
     print(f"Kubernetes {version} ({args.kube_bin})", flush=True)
-    nodes, pods, _ = synthetic_cluster(args.nodes, args.pods, workload=args.workload)
+    if args.workload == "devices" and int(version.split(".")[1]) < DRA_MINOR:
+        print(f"workload devices refused: Kubernetes {version} does not serve resource.k8s.io/v1 (Dynamic Resource "
+              f"Allocation's API, served from v1.{DRA_MINOR}); run it on v1.{DRA_MINOR}+ (e.g. ../kube-bin-1.36)",
+              file=sys.stderr, flush=True)
+        return EXIT_UNSUPPORTED
+    nodes, pods, objects = synthetic_cluster(args.nodes, args.pods, workload=args.workload)
+    lock = hold_lock()  # noqa: F841 - held until the process ends
     schedulers = [args.only] if args.only else ["kube-scheduler", "placer"]
     results: dict[str, list[dict[str, Any]]] = {which: [] for which in schedulers}
     for run in range(args.runs):
         for which in schedulers:  # one after the other in each run: both see the same machine
             profile_to = args.profile if which == "placer" else None
-            outcome = asyncio.run(one_run(which, nodes, pods, args.mode, args.kube_bin, args.timeout, profile_to))
+            outcome = asyncio.run(one_run(which, nodes, pods, args.mode, args.kube_bin, args.timeout, profile_to,
+                                          objects))
             results[which].append(outcome)
             print(f"run {run + 1} {which:>14}: {outcome['pods_per_s']:7.1f} pods/s, first binding "
-                  f"{outcome['first_binding_s']:.2f} s, peak RSS {outcome['peak_rss_mb']:.0f} MB, "
+                  f"{outcome['first_binding_s']:.2f} s, peak RSS {outcome['peak_rss_mb']:.0f} MB, CPU ms/pod "
+                  f"scheduler {outcome['cpu_ms_per_pod_scheduler']:.2f} apiserver "
+                  f"{outcome['cpu_ms_per_pod_apiserver']:.2f} etcd {outcome['cpu_ms_per_pod_etcd']:.2f}, "
                   f"{outcome['bound']}/{len(pods)} bound, violations {outcome['violations']} {outcome['problems']}",
                   flush=True)
-    table = {}
-    for which, runs in results.items():
-        table[which] = {key: statistics.median(r[key] for r in runs)
-                        for key in ("pods_per_s", "first_binding_s", "peak_rss_mb", "violations")}
-        table[which]["all_runs_pods_per_s"] = [round(r["pods_per_s"], 1) for r in runs]
+            if outcome["watch_restarts"]:
+                print(f"  the API server closed the bindings' watch {outcome['watch_restarts']} time(s) (resumed; "
+                      f"{outcome['watch_relists']} by a fresh list)", flush=True)
+            if outcome["bound"] < len(pods):
+                print(f"  not bound: {len(pods) - outcome['bound']} ({outcome['bound_in_api']} bound in the API server "
+                      f"at the end); FailedScheduling: {outcome['failed_scheduling'] or 'none'}", flush=True)
+    table = {which: medians(runs) for which, runs in results.items()}
     print(f"\n{args.nodes} nodes, {args.pods} pods, {args.mode}, {args.workload}, Kubernetes {version} "
           f"(medians of {args.runs} runs)")
-    print(f"{'':16} {'pods/s':>8} {'first binding':>14} {'peak RSS':>9} {'violations':>11}")
-    for which, row in table.items():
-        print(f"{which:16} {row['pods_per_s']:8.1f} {row['first_binding_s']:12.2f} s {row['peak_rss_mb']:6.0f} MB "
-              f"{row['violations']:11.0f}")
+    print_table(table)
     summary: dict[str, Any] = {"kube_version": version, "nodes": args.nodes, "pods": args.pods, "mode": args.mode,
                                "workload": args.workload, "runs": args.runs, "results": table}
     if len(table) == 2:

@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-from kubernetes_asyncio.config import ConfigException
-
 from placer.controller.kube import ApiError, KubeClient
+from placer.controller.kubeconfig import ConfigError
 from placer.controller.profiles import uses_node_utilization
 from placer.engine.cluster import ClusterState
 from placer.engine.explain import Explanation, explain
@@ -88,7 +86,7 @@ class ReadOnlyKube:
             raise ExplainError(f"no kubeconfig: {DEFAULT_KUBECONFIG} does not exist (--kubeconfig or $KUBECONFIG)")
         try:
             return cls(await KubeClient.connect(kubeconfig, pool_size=16, retries=2, timeout=60.0))
-        except (ConfigException, yaml.YAMLError, OSError, ValueError, KeyError, TypeError) as error:
+        except (ConfigError, OSError, ValueError, KeyError, TypeError) as error:
             raise ExplainError(f"cannot load the kubeconfig ({source}): {error}") from None
 
     async def close(self) -> None:

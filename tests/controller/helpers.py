@@ -114,6 +114,31 @@ def profile(
 # ----------------------------------------------------------------- fakes
 
 
+class OnePage:
+    """A LIST of one page, as `placer.controller.kube.Pages` hands pages out."""
+
+    def __init__(self, path: str, listing: Awaitable[tuple[list[dict[str, Any]], str]]) -> None:
+        self.path = path
+        self._listing: asyncio.Future[tuple[list[dict[str, Any]], str]] | None = asyncio.ensure_future(listing)
+
+    def __aiter__(self) -> OnePage:
+        return self
+
+    async def __anext__(self) -> tuple[list[dict[str, Any]], str, bool]:
+        if self._listing is None:
+            raise StopAsyncIteration
+        listing, self._listing = self._listing, None
+        items, version = await listing
+        return items, version, False
+
+    def close(self) -> None:
+        listing, self._listing = self._listing, None
+        if listing is not None and not listing.done():
+            listing.cancel()
+        elif listing is not None and not listing.cancelled():
+            listing.exception()
+
+
 class FakeKube:
     """Records every call; `bind_result` decides binds (a callable may await to hold them)."""
 
@@ -152,6 +177,10 @@ class FakeKube:
 
     async def list_objects(self, path: str, query: Any = ()) -> tuple[list[dict[str, Any]], str]:
         return [json.loads(json.dumps(item)) for item in self.lists.get(path, [])], "1000"
+
+    def list_pages(self, path: str, query: Any = (), *, limit: int = 500) -> OnePage:
+        """`list_objects` as the one page of a paged LIST (KubeClient.list_pages)."""
+        return OnePage(path, self.list_objects(path, query))
 
     async def request(self, method: str, path: str, **_: Any) -> Reply:
         self.gets.append(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import placer.controller.loop as loop_module
 import pytest
 from placer.controller.kube import BindOutcome, BindResult
 from placer.controller.loop import SchedulingLoop
@@ -199,3 +200,29 @@ async def test_a_profile_reload_applies_from_the_next_cycle(running: Running) ->
     state.cache.observe_pod(pod("p2"))
     await until(lambda: len(kube.binds) == 2)
     assert kube.binds == [("default/p1", "a"), ("default/p2", "b")]
+
+
+async def test_pods_are_decided_back_to_back_once_binds_are_answered(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, kube, loop = running
+    monkeypatch.setattr(loop_module, "YIELD_EVERY", 60.0)  # no yield for time: only for work, slots, answers
+    decided: list[int] = []  # at each bind: how many pods are decided (assumed) so far
+
+    def bind(key: str, node_name: str) -> BindOutcome:
+        decided.append(sum(record.assumed for record in state.cluster.pods.values()))
+        return BindOutcome(BindResult.BOUND)
+
+    kube.bind_result = bind
+    state.cache.observe_node(node("n1", cpu="8"))
+    state.cache.observe_pod(pod("p0"))  # no bind answered yet: it goes out before anything else is decided
+    await until(lambda: loop.binding.answering)
+    for index in range(1, 4):
+        state.cache.observe_pod(pod(f"p{index}"))
+    await until(lambda: len(decided) == 4)
+    assert decided == [1, 4, 4, 4]  # then decided back to back, their binds sent together
+    monkeypatch.setattr(loop_module, "YIELD_EVERY", 0.0)  # a yield after every pod, as before a first answer
+    for index in range(4, 7):
+        state.cache.observe_pod(pod(f"p{index}"))
+    await until(lambda: len(decided) == 7)
+    assert decided[4:] == [5, 6, 7]

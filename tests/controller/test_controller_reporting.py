@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import re
 
+from placer.controller.leader import micro_time
 from placer.controller.metrics import Metrics
 from placer.controller.reporting import Condition, Reporter, pod_scheduled_condition
 from placer.engine.objects import parse_pod
@@ -52,6 +54,10 @@ async def test_scheduled_event_fields() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["eventTime"])
     assert re.fullmatch(r"web\.[0-9a-f]+", event["metadata"]["name"])
     assert event["metadata"]["namespace"] == "shop"
+    # one instant for its name and its time, as client-go's recorder
+    nanos = int(event["metadata"]["name"].split(".")[1], 16)
+    assert event["eventTime"] == micro_time(dt.datetime.fromtimestamp(nanos // 1000 / 1e6, dt.UTC).replace(
+        microsecond=nanos // 1000 % 1_000_000))
 
 
 async def test_repeated_failures_make_one_event_and_a_throttled_series() -> None:

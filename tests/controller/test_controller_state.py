@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import placer.controller.cache as cache_module
+import pytest
 from placer.controller.health import health
 from placer.controller.metrics import Metrics
 from placer.controller.state import SchedulerState
 from placer.engine.kinds import KINDS_BY_NAME
+from placer.engine.objects import parse_pod
 from placer.testing import namespace, replica_set
 
 from tests.controller.helpers import FakeKube, node, pod, profile, unit_state
@@ -128,6 +134,24 @@ def test_metrics_exposition() -> None:
     assert "placer_leader 0" not in text  # unset gauges print nothing
 
 
+def test_metric_series_resolved_once_count_into_the_same_exposition() -> None:
+    metrics = Metrics()
+    attempts = metrics.attempts.labels(result="scheduled", profile="p")
+    duration = metrics.attempt_duration.labels(profile="p", result="scheduled")
+    assert "placer_scheduling_attempt_duration_seconds_count" not in metrics.render()  # not before it is used
+    attempts.inc()
+    metrics.attempts.inc(profile="p", result="scheduled")
+    duration.observe(0.003)
+    metrics.attempt_duration.observe(0.0005, result="scheduled", profile="p")
+    text = metrics.render()
+    assert metrics.attempts.get(result="scheduled", profile="p") == 2
+    assert 'placer_schedule_attempts_total{profile="p",result="scheduled"} 2' in text
+    labels = 'profile="p",result="scheduled"'
+    assert f'placer_scheduling_attempt_duration_seconds_bucket{{{labels},le="0.001"}} 1' in text
+    assert f"placer_scheduling_attempt_duration_seconds_count{{{labels}}} 2" in text
+    assert metrics.attempt_duration.count(result="scheduled", profile="p") == 2
+
+
 async def test_resync_then_objects_kopf_never_confirms_are_checked_and_dropped() -> None:
     kube = FakeKube()
     kube.lists = {
@@ -189,3 +213,68 @@ def test_pods_with_scheduling_gates_wait_until_the_gates_are_removed() -> None:
     assert "default/a" not in state.queue
     state.cache.observe_pod(pod("a", rv=2))
     assert "default/a" in state.queue
+
+
+def _assumed(state: SchedulerState, raw: dict[str, Any], node_name: str) -> None:
+    """A pending pod decided as the loop does: popped, assumed on `node_name`, its bind answered."""
+    state.cache.observe_pod(raw)
+    popped = state.queue.pop()
+    assert popped is not None and popped.key == "default/" + raw["metadata"]["name"]
+    state.cluster.assume(popped, node_name)
+    state.queue.remove(popped.key)
+
+
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    parsed: list[str] = []
+
+    def counting(raw: Any) -> Any:
+        parsed.append(raw["metadata"]["name"])
+        return parse_pod(raw)
+
+    monkeypatch.setattr(cache_module, "parse_pod", counting)
+    return parsed
+
+
+def test_the_binding_of_a_pod_we_assumed_is_taken_without_a_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = unit_state()
+    state.cache.observe_profile(profile("p", "placer"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_node(node("n2"))
+    raw = pod("a", cpu="1", rv=10, labels={"app": "web"})
+    _assumed(state, raw, "n1")
+    parsed = _counting_parses(monkeypatch)
+    modified = json.loads(json.dumps(raw))
+    modified["metadata"]["resourceVersion"] = "11"
+    modified["spec"]["nodeName"] = "n1"
+    modified["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    state.pod_event({"type": "MODIFIED", "object": modified})
+    assert parsed == []
+    record = state.cluster.pods["default/a"]
+    assert not record.assumed and record.node == "n1" and record.pod == parse_pod(modified)
+    assert cpu_requested(state, "n1") == 1000 and cpu_requested(state, "n2") == 0
+    assert "default/a" not in state.cache.pending.get("placer", {}) and "default/a" not in state.queue
+    assert state.cache.known("default/a") is record.pod and record.pod.resource_version == "11"
+
+
+def test_a_binding_elsewhere_or_with_changes_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = unit_state()
+    state.cache.observe_profile(profile("p", "placer"))
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_node(node("n2"))
+    first, second = pod("a", cpu="1", rv=10), pod("b", cpu="1", rv=20)
+    _assumed(state, first, "n1")
+    _assumed(state, second, "n1")
+    parsed = _counting_parses(monkeypatch)
+    elsewhere = json.loads(json.dumps(first))  # bound by someone else meanwhile, on another node
+    elsewhere["metadata"]["resourceVersion"] = "12"
+    elsewhere["spec"]["nodeName"] = "n2"
+    changed = json.loads(json.dumps(second))  # bound where assumed, but its labels changed too
+    changed["metadata"]["resourceVersion"] = "22"
+    changed["metadata"]["labels"] = {"app": "new"}
+    changed["spec"]["nodeName"] = "n1"
+    state.pod_event({"type": "MODIFIED", "object": elsewhere})
+    state.pod_event({"type": "MODIFIED", "object": changed})
+    assert parsed == ["a", "b"]
+    assert cpu_requested(state, "n1") == 1000 and cpu_requested(state, "n2") == 1000
+    assert state.cluster.pods["default/b"].pod.labels == {"app": "new"}
+    assert not any(record.assumed for record in state.cluster.pods.values())

@@ -56,6 +56,7 @@ async def test_a_pod_waits_for_a_labelled_node_then_is_bound_promptly(
     # retried several times meanwhile, but one event object and one condition write
     assert len(events_of(emu, "p1", "FailedScheduling")) == 1
     assert len(emu.requests_matching("PATCH", r"/pods/p1/status$")) == 1
+    await until(lambda: events_of(emu, "p1", "Scheduled"))  # (posted by its own writer, after the bind's answer)
     assert [e["note"] for e in events_of(emu, "p1", "Scheduled")] == ["Successfully assigned default/p1 to n2"]
 
 

@@ -4,8 +4,8 @@ back, pods seen before their node, extended-resource columns added late, termina
 from __future__ import annotations
 
 import numpy as np
-from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState, PodTracker
+from placer.engine.objects import PodInfo, parse_node, parse_pod
 from placer.testing import GiB, MiB, cluster_of, node, pod
 
 
@@ -53,6 +53,29 @@ def test_confirmation_on_another_node_moves_the_pod() -> None:
     cluster.assume(parse_pod(pod("p", cpu="1")), "a")
     cluster.add_pod(parse_pod(pod("p", cpu="1", node_name="b")))
     assert (used(cluster, "a"), used(cluster, "b")) == (0, 1000)
+
+
+def test_a_confirmation_renews_the_record_and_what_trackers_derive_but_not_the_totals() -> None:
+    seen: list[tuple[str, str, int, int]] = []
+
+    class Recorder(PodTracker):
+        def account(self, pod: PodInfo, slot: int, sign: int) -> None:
+            seen.append((pod.key, pod.resource_version, slot, sign))
+
+    cluster = cluster_of([node("a"), node("b")])
+    cluster.tracker(Recorder)
+    assumed = parse_pod(pod("p", cpu="1", memory="1Gi", labels={"app": "x"}))
+    cluster.assume(assumed, "b")
+    bound = parse_pod(pod("p", cpu="1", memory="1Gi", labels={"app": "x"}, node_name="b"))
+    bound.resource_version = "7"
+    slot = cluster.index["b"]
+    version = cluster.version
+    cluster.add_pod(bound)
+    record = cluster.pods["default/p"]
+    assert record.pod is bound and not record.assumed and cluster.version > version
+    assert seen[1:] == [("default/p", "", slot, -1), ("default/p", "7", slot, +1)]
+    assert (used(cluster, "b"), used(cluster, "b", "memory"), used(cluster, "b", "pods")) == (1000, GiB, 1)
+    assert nonzero(cluster, "b") == (1000, GiB) and cluster.pods_by_node == {"b": {"default/p"}}
 
 
 def test_update_replaces_the_old_requests() -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from placer.controller.effects import Effects
 from placer.controller.kube import BindOutcome, BindResult
 from placer.engine.framework import (
+    BindingPoints,
     ClusterEvent,
     ObjectRef,
     PermitPlugin,
@@ -93,6 +94,20 @@ class BindingCycles:
         self._in_pre_bind: Counter[str] = Counter()  # metric family -> pods in that PreBind now
         for family, (_, gauge) in state.metrics.pre_binds.items():
             gauge.source = lambda family=family: [({}, self._in_pre_bind[family])]  # type: ignore[misc]
+        self._points: tuple[Profile | None, BindingPoints | None] = (None, None)  # the last profile's
+        # a bind was answered (bound) since the start, and none got no answer at all since: the loop
+        # may decide pods back to back (until then it lets each bind go out before the next decision)
+        self.answering = False
+        self._bind_results = {result: state.metrics.bindings.labels(result=result.value) for result in BindResult}
+
+    def points(self, profile: Profile) -> BindingPoints:
+        """The profile's Reserve, Permit, PreBind and PostBind plugins; the last profile's are kept at
+        hand (pod after pod is of the same profile)."""
+        last, points = self._points
+        if last is not profile or points is None:
+            points = binding_points(profile)
+            self._points = (profile, points)
+        return points
 
     @property
     def binds_in_flight(self) -> int:
@@ -354,8 +369,11 @@ class BindingCycles:
         finally:
             self.slots.release()
         result = outcome.result
-        state.metrics.bindings.inc(result=result.value)
+        self._bind_results[result].inc()
+        if not outcome.answered:
+            self.answering = False
         if result is BindResult.BOUND:
+            self.answering = True
             state.queue.remove(key)  # stays assumed until the watch shows it bound
             state.reporter.scheduled(pod, node, profile.scheduler_name)
             self._post_bind(pod, decision, profile)
@@ -385,6 +403,8 @@ class BindingCycles:
     def _post_bind(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
         """kube's PostBind: the plugins are told; what they ask to write is written, best effort."""
         state = self.state
+        if not self.points(profile).post_binds:  # (the default profile has none)
+            return
         try:
             writes = state.scheduler.post_bind(pod, decision, profile, state.cluster)
         except Exception:

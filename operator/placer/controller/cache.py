@@ -4,7 +4,10 @@ into engine calls (the cluster's accounting, the queue, the shadows).
 Pods, as kube-scheduler's cache sees them:
 
 - bound (`spec.nodeName`): counted on their node (`ClusterState.add_pod`, which also confirms a
-  pod we assumed); terminal or deleted ones are removed and wake the queue (resources freed);
+  pod we assumed); terminal or deleted ones are removed and wake the queue (resources freed); the
+  MODIFIED of a binding we sent (bound where assumed, nothing else `parse_pod` reads changed) is
+  taken without a parse: a pending pod of an active profile keeps what its parse read
+  (`PodSource`) until it leaves pending;
 - unbound: indexed by `spec.schedulerName` whether or not a profile owns that name yet (`pending`),
   and queued when one does; a pod we assumed (bind in flight, or bound but not yet seen bound) is
   never queued again, so it is never bound twice;
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from placer.controller.reporting import pod_scheduled_condition
 from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import resolve_priority
-from placer.engine.objects import ObjectError, PodInfo, parse_node, parse_pod, pod_key
+from placer.engine.objects import ObjectError, PodInfo, PodSource, parse_node, parse_pod, pod_key
 from placer.engine.profile import Profile
 
 if TYPE_CHECKING:
@@ -81,6 +84,9 @@ class ClusterCache:
         self.pending: dict[str, dict[str, PodInfo]] = {}
         self._pending_name: dict[str, str] = {}
         self.gated: set[str] = set()  # pending pods with spec.schedulingGates: not scheduled yet
+        # pending pods of an active profile as parsed, with what their parse read: the MODIFIED of
+        # their binding is recognised without a parse (`PodSource`); dropped once they leave pending
+        self._sources: dict[str, PodSource] = {}
         # last seen resourceVersions of nodes and profiles (pods carry theirs), for pruning
         self.versions: dict[str, dict[str, str]] = {"nodes": {}, "profiles": {}}
 
@@ -97,14 +103,27 @@ class ClusterCache:
         return list(self._pending_name)
 
     def observe_pod(self, raw: Mapping[str, Any]) -> None:
-        """An ADDED/MODIFIED/listed pod: parse it once (unless it is a version we have) and file it."""
+        """An ADDED/MODIFIED/listed pod: parse it once (unless it is a version we have, or the one
+        we assumed, now bound there) and file it."""
         meta = raw.get("metadata")
-        if isinstance(meta, Mapping):
-            known = self.known(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
-            if known is not None and known.resource_version and known.resource_version == meta.get(
-                "resourceVersion"
-            ) and known.uid == meta.get("uid"):
-                return
+        if type(meta) is dict or isinstance(meta, Mapping):
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            record = self.cluster.pods.get(key)
+            if record is not None:
+                known: PodInfo | None = record.pod
+            else:
+                name = self._pending_name.get(key)
+                known = None if name is None else self.pending[name].get(key)
+            if known is not None and known.uid == meta.get("uid"):
+                if known.resource_version and known.resource_version == meta.get("resourceVersion"):
+                    return
+                if record is not None and record.assumed:
+                    source = self._sources.get(key)
+                    bound = None if source is None else source.bound(raw)
+                    if bound is not None and bound.node_name == record.node:
+                        resolve_priority(bound, self.cluster.catalog)
+                        self.pod_seen(bound)  # the binding we sent, as we assumed it
+                        return
         try:
             pod = parse_pod(raw)
         except ObjectError as error:
@@ -117,6 +136,13 @@ class ClusterCache:
             spec = raw.get("spec")
             gated = isinstance(spec, Mapping) and bool(spec.get("schedulingGates"))
         self.pod_seen(pod, gated)
+        key = pod.key
+        if self.pending.get(pod.scheduler_name, {}).get(key) is pod:  # filed as this pod's pending version
+            source = PodSource.of(raw, pod) if self.profiles.active(pod.scheduler_name) is not None else None
+            if source is not None:
+                self._sources[key] = source
+            else:
+                self._sources.pop(key, None)
 
     def pod_seen(self, pod: PodInfo, gated: bool = False) -> None:
         """File one version of a pod; `gated`: it has schedulingGates (kube-scheduler waits too)."""
@@ -200,6 +226,7 @@ class ClusterCache:
 
     def _unpend(self, key: str) -> None:
         name = self._pending_name.pop(key, None)
+        self._sources.pop(key, None)
         self.gated.discard(key)
         self.state.groups.unpended(key)
         if name is not None:

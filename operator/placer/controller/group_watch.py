@@ -28,8 +28,6 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
 from placer.controller.catalog_feed import CatalogFeed
 from placer.controller.kube import ApiError
 from placer.engine.catalog import Kind
@@ -44,7 +42,7 @@ logger = logging.getLogger("placer.groups")
 
 UPSTREAM = (POD_GROUP_V1BETA1, POD_GROUP_V1ALPHA2)  # in the order discovery prefers them
 EXPIRED = 410
-FAILURES = (ApiError, aiohttp.ClientError, TimeoutError, OSError, ValueError)
+FAILURES = (ApiError, TimeoutError, OSError, ValueError)  # kube.watch's (placer.controller.http)
 
 
 class _NotServed(Exception):

@@ -12,10 +12,10 @@ that several operators can run in one process (tests).
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
-import kopf
-
+from placer.controller._kopf import kopf
 from placer.controller.kube import connection_info
 from placer.controller.options import Options
 from placer.controller.settings import configure_settings
@@ -24,6 +24,8 @@ from placer.engine.catalog import Kind
 from placer.engine.kinds import KINDS as CATALOG_KINDS
 
 __all__ = ["register"]
+
+DISCOVERY_MODULE = os.path.join("kopf", "_cogs", "clients", "scanning.py")
 
 
 def register(registry: kopf.OperatorRegistry, options: Options) -> None:
@@ -40,10 +42,12 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> None:
         # (up to 5 s) for its own lingering tasks, so a follower takes over without that delay.
         await memo.placer_stop()
         # A watch-stream cancelled at the wrong moment leaves its "pause-waiter" task behind (the
-        # async generator that would cancel it is not finalised yet), and Kopf then waits 5 s for
-        # it. The watchers are all gone when cleanup handlers run, so nothing waits on them.
+        # async generator that would cancel it is not finalised yet), and so does Kopf's API
+        # discovery stopped half-way (its requests are tasks of `asyncio.as_completed`, which
+        # nobody cancels; they retry forever on a closed session): Kopf then waits 5 s for them.
+        # Its watchers and observers are all gone when cleanup handlers run: nothing waits on them.
         for task in asyncio.all_tasks():
-            if task.get_name().startswith("pause-waiter for "):
+            if task.get_name().startswith("pause-waiter for ") or _kopf_discovery(task):
                 task.cancel()
 
     @kopf.on.login(registry=registry)
@@ -58,6 +62,12 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> None:
 
     for kind in CATALOG_KINDS:  # namespaces, services, workloads, ...: one handler per kind, one path
         register_catalog_kind(registry, kind)
+
+
+def _kopf_discovery(task: asyncio.Task[Any]) -> bool:
+    """Whether `task` is one of Kopf's API discovery requests (`kopf._cogs.clients.scanning`)."""
+    code = getattr(task.get_coro(), "cr_code", None)
+    return code is not None and code.co_filename.endswith(DISCOVERY_MODULE)
 
 
 def register_catalog_kind(registry: kopf.OperatorRegistry, kind: Kind) -> None:

@@ -23,8 +23,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import aiohttp
-
 from placer.controller.kube import ApiError
 from placer.controller.resync import ACTIVE_PODS_SELECTOR
 from placer.controller.state import SchedulerState
@@ -75,7 +73,7 @@ class Informer:
                 delay = options.watch_backoff  # an orderly end (the server's timeout): resume at once
             except _Expired:
                 await self._relist(path)
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
+            except (ApiError, TimeoutError, OSError, ValueError) as error:
                 if isinstance(error, ApiError) and error.status == EXPIRED:
                     await self._relist(path)
                     continue
@@ -101,7 +99,7 @@ class Informer:
         ):
             kind = event.get("type")
             raw = event.get("object")
-            if not isinstance(raw, Mapping):
+            if type(raw) is not dict and not isinstance(raw, Mapping):  # (dict first: the ABC check is slow)
                 continue
             if kind == "ERROR":
                 if raw.get("code") == EXPIRED:
@@ -136,4 +134,4 @@ def node_informer(state: SchedulerState) -> Informer:
 
 def _version(raw: Mapping[str, Any]) -> str:
     meta = raw.get("metadata")
-    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+    return str(meta.get("resourceVersion") or "") if type(meta) is dict or isinstance(meta, Mapping) else ""

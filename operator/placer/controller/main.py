@@ -4,30 +4,44 @@
 (stop it with `stop_flag`, or cancel it). Each call builds its own Kopf registry, settings and
 state, so several operators can share a process (each in its own thread and event loop: Kopf
 cancels every task created after it started when it exits).
+
+Start-up order, for the first binding's sake (a cold start lists thousands of pods): Placer's own
+tasks start first, and the first resync lists everything a decision reads (nodes, pods, profiles,
+every catalog kind) and lets the scheduling loop run. Kopf (its watches of profiles and the catalog
+kinds) and /healthz start only then (`Options.kopf_start_delay` at the latest, should the API
+server not answer the resync): Kopf's and aiohttp's imports (~0.2 s, done in a thread while the
+loop schedules) and Kopf's own start-up (API discovery, a LIST per kind) are not on the way to the
+first binding, and Kopf's first listing replays whatever changed meanwhile. Nothing on the way
+imports them, nor kubernetes_asyncio's generated client (`placer.controller._kopf`,
+`placer.controller.kubeconfig`). Until Kopf installs its signal handlers, SIGTERM/SIGINT stop the
+operator gracefully here. `placer run` keeps the garbage collector off until the first resync
+is filed (`resume_gc`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime as dt
+import gc
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kopf
-from kubernetes_asyncio.config import ConfigException
-
-from placer.controller.handlers import register
-from placer.controller.health import HealthServer
 from placer.controller.informers import node_informer, pod_informer
 from placer.controller.kube import ApiError, KubeClient
+from placer.controller.kubeconfig import ConfigError
 from placer.controller.loop import SchedulingLoop
 from placer.controller.options import Options
-from placer.controller.settings import configure_settings
 from placer.controller.state import SchedulerState
 from placer.plugins import log_plugins
+
+if TYPE_CHECKING:
+    from placer.controller.health import HealthServer
 
 __all__ = ["LogfmtFormatter", "configure_logging", "operate", "run"]
 
@@ -78,6 +92,48 @@ async def _stop_task(task: asyncio.Task[Any]) -> None:
         await task
 
 
+def _import_kopf_side() -> None:
+    """Kopf, Placer's handlers and /healthz (aiohttp): what `operate` starts after the first resync."""
+    import placer.controller.handlers
+    import placer.controller.health
+    import placer.controller.settings  # noqa: F401
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event SIGTERM and SIGINT set, until Kopf replaces these handlers with its own (only in the
+    main thread, as Kopf; elsewhere it is never set)."""
+    signalled = asyncio.Event()
+    if threading.current_thread() is threading.main_thread():
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(number, signalled.set)
+    return signalled
+
+
+def _is_set(flag: Any) -> bool:
+    """Whether Kopf's `stop_flag` (an asyncio or threading Event, or a Future; or a tuple of them,
+    any of which) is raised."""
+    if flag is None:
+        return False
+    if isinstance(flag, tuple):
+        return any(_is_set(each) for each in flag)
+    if isinstance(flag, asyncio.Future | concurrent.futures.Future):
+        return flag.done()
+    return bool(flag.is_set())
+
+
+async def _first_resync(state: SchedulerState, stop_flag: Any, limit: float) -> None:
+    """Until the first resync is done, at most `limit` seconds (an API server that does not answer
+    must not keep Kopf from starting), or the operator is told to stop."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not state.resync.resyncs_done and not _is_set(stop_flag) and loop.time() < deadline:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(0.1, max(deadline - loop.time(), 0.0))):
+                await state.resync.resynced.wait()
+
+
 class _Runtime:
     """What `operate()` started, and how to stop it: gracefully from Kopf's cleanup handler (before
     Kopf waits for its lingering tasks), and for good after Kopf returns or is cancelled."""
@@ -126,8 +182,11 @@ async def operate(
     stop_flag: Any = None,
     ready_flag: Any = None,
     on_state: Callable[[SchedulerState], None] | None = None,
+    resume_gc: bool = False,
 ) -> None:
-    """Run one operator until `stop_flag` is set (or the task is cancelled)."""
+    """Run one operator until `stop_flag` is set (or the task is cancelled). `resume_gc`: the garbage
+    collector was turned off for the start-up; once the first resync is filed, what exists then is
+    frozen (never scanned again: modules, the cluster's objects) and collection resumes."""
     kube = await KubeClient.connect(
         options.kubeconfig,
         pool_size=max(64, 2 * options.max_binds_in_flight + options.report_workers + 8),
@@ -139,16 +198,8 @@ async def operate(
     scheduling = SchedulingLoop(state)
     if on_state is not None:
         on_state(state)
-    registry = kopf.OperatorRegistry()
-    register(registry, options)
-    settings = kopf.OperatorSettings()
-    configure_settings(settings, options)
-    state.insights = _insights()
-    health = HealthServer(state, options.metrics_host, options.metrics_port) if options.metrics_port else None
-    runtime = _Runtime(state, scheduling, health)
+    runtime = _Runtime(state, scheduling, None)
     try:
-        if health is not None:
-            await health.start()
         jobs: dict[str, Any] = {
             "coordinator": state.coordinate(),
             "scheduling loop": scheduling.run(),
@@ -169,6 +220,34 @@ async def operate(
             jobs[f"reporter {index}"] = state.reporter.worker()
         for name, job in jobs.items():
             state.tasks[name] = asyncio.create_task(job, name=f"placer: {name}")
+        # Kopf (the watches of profiles and catalog kinds) and /healthz start once the first resync
+        # has listed everything a decision reads: their imports (Kopf, aiohttp: ~0.2 s) and Kopf's
+        # own start-up (API discovery, a LIST per kind) then stay off the way to the first binding.
+        # The imports run in a thread, so the scheduling loop goes on meanwhile.
+        # Until Kopf installs its handlers, SIGTERM/SIGINT stop the operator here, as gracefully.
+        signalled = _stop_on_signals()
+        await _first_resync(state, (stop_flag, signalled), options.kopf_start_delay)
+        if resume_gc:
+            gc.freeze()
+            gc.enable()
+        if _is_set((stop_flag, signalled)):  # told to stop before Kopf started: nothing of Kopf's to stop
+            return
+        await asyncio.to_thread(_import_kopf_side)
+        if _is_set((stop_flag, signalled)):
+            return
+        from placer.controller._kopf import kopf
+        from placer.controller.handlers import register
+        from placer.controller.health import HealthServer
+        from placer.controller.settings import configure_settings
+
+        registry = kopf.OperatorRegistry()
+        register(registry, options)
+        settings = kopf.OperatorSettings()
+        configure_settings(settings, options)
+        state.insights = _insights()
+        if options.metrics_port:
+            runtime.health = HealthServer(state, options.metrics_host, options.metrics_port)
+            await runtime.health.start()
         await kopf.operator(
             registry=registry,
             settings=settings,
@@ -184,8 +263,11 @@ async def operate(
         await asyncio.shield(runtime.close())
 
 
-def run(namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbose: bool) -> int:
-    """`placer run`: the operator until SIGTERM/SIGINT; 1 when it cannot start."""
+def run(
+    namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbose: bool, gc_paused: bool = False
+) -> int:
+    """`placer run`: the operator until SIGTERM/SIGINT; 1 when it cannot start. `gc_paused`: the CLI
+    turned the cyclic garbage collector off for the start-up (`operate` turns it back on)."""
     configure_logging(verbose)
     options = Options(
         namespaces=tuple(namespaces), metrics_port=metrics_port, leader_elect=leader_elect, verbose=verbose
@@ -198,10 +280,10 @@ def run(namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbos
     )
     log_plugins()
     try:
-        asyncio.run(operate(options))
+        asyncio.run(operate(options, resume_gc=gc_paused))
     except KeyboardInterrupt:
         pass
-    except (ApiError, ConfigException, OSError) as error:
+    except (ApiError, ConfigError, OSError) as error:
         logger.error("placer cannot run: %s", error)
         return 1
     except Exception:  # e.g. Kopf stopping on a watch error it does not retry: logged as one record

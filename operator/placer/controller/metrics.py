@@ -1,7 +1,8 @@
 """Prometheus metrics, written out by hand in the text exposition format (version 0.0.4).
 
 A handful of counters, gauges and one histogram do not justify a dependency; the hot path only
-increments dict entries, and the text is built when `/metrics` is scraped.
+increments dict entries (through a series whose labels it resolved once: `labels(...)`), and the
+text is built when `/metrics` is scraped.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import bisect
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-__all__ = ["DURATION_BUCKETS", "Counter", "Gauge", "Histogram", "Metrics"]
+__all__ = ["DURATION_BUCKETS", "Counter", "CounterSeries", "Gauge", "Histogram", "HistogramSeries", "Metrics"]
 
 # kube-scheduler's scheduling_attempt_duration_seconds buckets: 1 ms doubling, 15 of them
 DURATION_BUCKETS: tuple[float, ...] = tuple(0.001 * 2**i for i in range(15))
@@ -62,11 +63,29 @@ class Counter(_Metric):
         key = tuple(sorted(labels.items()))
         self.values[key] = self.values.get(key, 0.0) + amount
 
+    def labels(self, **labels: str) -> CounterSeries:
+        """One series, its labels resolved once (for a hot path that counts it again and again)."""
+        return CounterSeries(self, tuple(sorted(labels.items())))
+
     def get(self, **labels: str) -> float:
         return self.values.get(tuple(sorted(labels.items())), 0.0)
 
     def lines(self) -> list[str]:
         return [f"{self.name}{_labels(key)} {_number(value)}" for key, value in sorted(self.values.items())]
+
+
+class CounterSeries:
+    """One series of a Counter (`Counter.labels`)."""
+
+    __slots__ = ("_counter", "_key")
+
+    def __init__(self, counter: Counter, key: Labels) -> None:
+        self._counter = counter
+        self._key = key
+
+    def inc(self, amount: float = 1.0) -> None:
+        values = self._counter.values
+        values[self._key] = values.get(self._key, 0.0) + amount
 
 
 class Gauge(_Metric):
@@ -109,12 +128,11 @@ class Histogram(_Metric):
         self.series: dict[Labels, tuple[list[int], list[float]]] = {}
 
     def observe(self, value: float, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        entry = self.series.get(key)
-        if entry is None:
-            entry = self.series[key] = ([0] * (len(self.buckets) + 1), [0.0])
-        entry[0][bisect.bisect_left(self.buckets, value)] += 1
-        entry[1][0] += value
+        self.labels(**labels).observe(value)
+
+    def labels(self, **labels: str) -> HistogramSeries:
+        """One series, its labels resolved once (for a hot path that observes it again and again)."""
+        return HistogramSeries(self, tuple(sorted(labels.items())))
 
     def count(self, **labels: str) -> int:
         entry = self.series.get(tuple(sorted(labels.items())))
@@ -130,6 +148,25 @@ class Histogram(_Metric):
             out.append(f"{self.name}_sum{_labels(key)} {_number(total[0])}")
             out.append(f"{self.name}_count{_labels(key)} {running}")
         return out
+
+
+class HistogramSeries:
+    """One series of a Histogram (`Histogram.labels`), created (in the exposition) by its first
+    observation."""
+
+    __slots__ = ("_histogram", "_key")
+
+    def __init__(self, histogram: Histogram, key: Labels) -> None:
+        self._histogram = histogram
+        self._key = key
+
+    def observe(self, value: float) -> None:
+        histogram = self._histogram
+        entry = histogram.series.get(self._key)
+        if entry is None:
+            entry = histogram.series[self._key] = ([0] * (len(histogram.buckets) + 1), [0.0])
+        entry[0][bisect.bisect_left(histogram.buckets, value)] += 1
+        entry[1][0] += value
 
 
 class Metrics:

@@ -65,6 +65,11 @@ class Options:
     report_queue_limit: int = 10_000
     event_series_interval: float = 30.0  # least time between two series updates of one event
 
+    # pods per page of a resync's pod LIST: its pages are filed while the server prepares the next
+    pods_list_page: int = 500
+    # Kopf and /healthz start once the first resync is done, or after this many seconds
+    kopf_start_delay: float = 10.0
+
     # how often objects seen only by a resync LIST (not yet by Kopf) are checked for deletion
     verify_interval: float = 5.0
     # after Kopf re-lists a kind (its watch expired), wait this long, then resync and prune

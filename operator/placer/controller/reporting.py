@@ -92,10 +92,23 @@ def _now_seconds() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _event_name(pod_name: str) -> str:
+def _event_name(pod_name: str, now_ns: int | None = None) -> str:
     """client-go's `<regarding name>.<unix nanos in hex>`, kept within a name's 253 characters."""
-    suffix = f".{time.time_ns():x}"
+    suffix = f".{time.time_ns() if now_ns is None else now_ns:x}"
     return pod_name[: MAX_NAME - len(suffix)] + suffix
+
+
+_second: tuple[int, str] = (-1, "")  # the last second formatted, as (unix seconds, text)
+
+
+def _micro_time(now_ns: int) -> str:
+    """A MicroTime (RFC 3339 in UTC with microseconds, as `micro_time`) of a `time.time_ns()`; the
+    seconds' text is formatted once a second."""
+    global _second
+    seconds, nanos = divmod(now_ns, 1_000_000_000)
+    if _second[0] != seconds:
+        _second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+    return f"{_second[1]}.{nanos // 1000:06d}Z"
 
 
 @dataclass(slots=True)
@@ -139,6 +152,7 @@ class Reporter:
         self._desired: dict[str, tuple[str, str, str, Condition]] = {}
         self._condition_jobs: set[str] = set()
         self._running = 0
+        self._instances: dict[str, str] = {}  # schedulerName -> the events' reportingInstance
 
     # ----------------------------------------------------------------- from the watch
 
@@ -168,7 +182,9 @@ class Reporter:
     def scheduled(self, pod: PodInfo, node: str, scheduler_name: str) -> None:
         self.forget(pod.key)
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
-        event = self._event(pod, scheduler_name, "Scheduled", "Binding", "Normal", note, _event_name(pod.name))
+        now = time.time_ns()  # the event's name and time, as client-go's recorder
+        event = self._event(pod, scheduler_name, "Scheduled", "Binding", "Normal", note, _event_name(pod.name, now),
+                            now)
         self._submit(lambda: self._create(pod.namespace, event, None))
 
     def failed(
@@ -223,21 +239,24 @@ class Reporter:
         self._desired.pop(key, None)
 
     def _event(
-        self, pod: PodInfo, scheduler_name: str, reason: str, action: str, kind: str, note: str, name: str
+        self, pod: PodInfo, scheduler_name: str, reason: str, action: str, kind: str, note: str, name: str,
+        now_ns: int | None = None,
     ) -> dict[str, Any]:
-        regarding = _reference(pod)
+        instance = self._instances.get(scheduler_name)
+        if instance is None:
+            instance = self._instances[scheduler_name] = f"{scheduler_name}-{self.identity}"[:MAX_INSTANCE]
         return {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": pod.namespace},
-            "eventTime": micro_time(),
+            "eventTime": micro_time() if now_ns is None else _micro_time(now_ns),
             "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": f"{scheduler_name}-{self.identity}"[:MAX_INSTANCE],
+            "reportingInstance": instance,
             "action": action,
             "reason": reason,
             "note": note[:MAX_NOTE],
             "type": kind,
-            "regarding": regarding,
+            "regarding": _reference(pod),
         }
 
     def _want_condition(self, pod: PodInfo, message: str, reason: str = "Unschedulable") -> None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from placer.controller.cache import older
-from placer.controller.kube import ApiError
+from placer.controller.kube import ApiError, Pages
 from placer.controller.signals import Signal
 from placer.engine.catalog import Kind
 from placer.engine.kinds import KINDS as CATALOG_KINDS
@@ -120,18 +120,32 @@ class Resync:
         the watch, as an extra pod counted is safe and a missing one is not. Objects deleted
         between this LIST and Kopf's own first one, which no stream mentions, are caught by
         `verify_provisional`.
+
+        Every LIST is asked for at once. The pods' (the big one: thousands at start-up) is filed a
+        page at a time, after the other kinds (parsing a pod reads the profiles and PriorityClasses),
+        while the server prepares the next page: the listing and the filing overlap instead of
+        adding up. Nothing is decided before the whole resync is done.
         """
         assert self.state.kube is not None
-        kube, cache = self.state.kube, self.state.cache
         pod_query = [("fieldSelector", ACTIVE_PODS_SELECTOR)]
         pod_paths = [f"/api/v1/namespaces/{ns}/pods" for ns in self.state.options.namespaces] or ["/api/v1/pods"]
-        nodes_job = kube.list_objects("/api/v1/nodes")
-        profiles_job = self._list_profiles()
-        catalog_jobs = [self._list_kind(kind) for kind in CATALOG_KINDS]
-        pods_jobs = [kube.list_objects(path, pod_query) for path in pod_paths]
-        (nodes, nodes_version), (profiles, profiles_version), *lists = await asyncio.gather(
-            nodes_job, profiles_job, *catalog_jobs, *pods_jobs)
-        catalog_lists, pod_lists = lists[: len(CATALOG_KINDS)], lists[len(CATALOG_KINDS):]
+        pod_pages = [self.state.kube.list_pages(path, pod_query, limit=self.state.options.pods_list_page)
+                     for path in pod_paths]
+        try:
+            await self._apply(pod_pages)
+        finally:
+            for pages in pod_pages:
+                pages.close()
+        self.resyncs_done += 1
+        self.resynced.fire()
+
+    async def _apply(self, pod_pages: list[Pages]) -> None:
+        """`run`'s LISTs filed: nodes, profiles, the catalog kinds, then the pods' pages."""
+        assert self.state.kube is not None
+        kube, cache = self.state.kube, self.state.cache
+        (nodes, nodes_version), (profiles, profiles_version), *catalog_lists = await asyncio.gather(
+            kube.list_objects("/api/v1/nodes"), self._list_profiles(),
+            *(self._list_kind(kind) for kind in CATALOG_KINDS))
         self.resyncs += 1
         for raw in nodes:  # the node watch resumes from this LIST: nothing is provisional
             cache.observe_node(raw)
@@ -150,17 +164,24 @@ class Resync:
         if self.state.profiles.uses_metrics:
             await self.state.node_metrics.poll()
         listed: set[str] = set()
-        for pods, _ in pod_lists:
-            for raw in pods:  # the pod watch resumes from this LIST: nothing is provisional
-                cache.observe_pod(raw)
-                listed.add(pod_key(raw))
+        versions: list[str] = []
+        for pages in pod_pages:
+            listed_here: set[str] = set()
+            version = ""
+            async for items, page_version, restarted in pages:
+                version = page_version  # every page of one listing carries the listing's version
+                if restarted:  # its continue token expired: only the new listing proves anything gone
+                    listed_here.clear()
+                for raw in items:  # the pod watch resumes from this LIST: nothing is provisional
+                    cache.observe_pod(raw)
+                    listed_here.add(pod_key(raw))
+            listed |= listed_here
+            versions.append(version)
         # the oldest of the LISTs: what is absent from it and not newer is gone
-        pods_version = min((version for _, version in pod_lists), key=lambda v: int(v) if v.isdigit() else -1)
+        pods_version = min(versions, key=lambda v: int(v) if v.isdigit() else -1)
         self._prune_pods(listed, pods_version)
-        for path, (_, version) in zip(pod_paths, pod_lists, strict=True):
-            self._watch_from("pods", path, version)
-        self.resyncs_done += 1
-        self.resynced.fire()
+        for pages, version in zip(pod_pages, versions, strict=True):
+            self._watch_from("pods", pages.path, version)
 
     def _watch_from(self, kind: str, path: str, version: str) -> None:
         """Where the informer of `kind` resumes: this LIST's version, unless its watch is ahead."""

@@ -25,8 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import kopf
-
+from placer.controller._kopf import kopf
 from placer.controller.options import Options
 
 __all__ = ["EndlessBackoff", "NoDiffBase", "configure_settings"]

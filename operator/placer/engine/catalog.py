@@ -83,13 +83,16 @@ class Catalog:
         An object this scheduler assumed keeps its assumed value until the API server's copy is
         newer than the one the assumption was made on (kube's assume cache)."""
         slot = (kind, namespace, name)
+        names = self._objects.setdefault(kind, {}).setdefault(namespace, {})
+        old = names.get(name)
         if slot in self._assumed:
-            if not _newer(value, self._assumed[slot]):
+            if not _newer(value, self._assumed[slot]) or _outlasts(old, value):
                 self._assumed[slot] = value
                 return False
             del self._assumed[slot]
-        names = self._objects.setdefault(kind, {}).setdefault(namespace, {})
-        old = names.get(name)
+        elif _outlasts(old, value):  # put as this scheduler's before it existed (a claim it creates)
+            self._assumed[slot] = value
+            return False
         if old == value:
             return False
         names[name] = value
@@ -159,6 +162,15 @@ class Catalog:
         self.unserved = unserved
         self._changed(kind)
         return True
+
+
+def _outlasts(assumed: Any, server: Any) -> bool:
+    """Whether an assumption holds against a newer server copy: an object may say so (its
+    `outlasts(server)`), e.g. a claim this scheduler allocated whose PreBind wrote the finalizer
+    first: that copy shows no allocation yet, and dropping the assumption would free its devices
+    for another claim (kube keeps such claims among its in-flight allocations)."""
+    outlasts = getattr(assumed, "outlasts", None)
+    return outlasts is not None and bool(outlasts(server))
 
 
 def _newer(value: Any, than: Any) -> bool:

@@ -6,6 +6,14 @@ over nodes. Pods bound to a node (and pods the scheduler has *assumed* onto one,
 server confirms the binding) add their requests to that node's row; this is what keeps a node
 from ever being overcommitted, including while watch events lag behind binds.
 
+A cycle costs the number of numpy calls more than the number of nodes, so the layout serves the
+calls the default profile makes: the slot x resource tables are stored column by column (a
+filter reads one resource over every slot, a score two resources' rows of its candidates in one
+gather), the candidates' cpu and memory allocatable is gathered once per cycle for the plugins
+that score with it (`cpu_memory_allocatable`), and topology domains of one node each
+(`kubernetes.io/hostname`) are read straight from per-node counts (`TopologyDomains.occupied`,
+`weighted`) instead of summed per domain and spread back.
+
 Nothing here does I/O: the simulator and the operator feed it the same way.
 """
 
@@ -14,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -121,14 +129,49 @@ class TopologyDomains:
 
     ids: np.ndarray  # per slot in [0, size): the domain's index, -1 where the node lacks the label
     values: tuple[str, ...]  # domain index -> label value
+    has: np.ndarray = field(default=None)  # type: ignore[assignment]  # per slot: ids >= 0
+    #: every domain is one node (`kubernetes.io/hostname`): a domain's total is its node's value
+    unique: bool = False
+
+    def __post_init__(self) -> None:
+        if self.has is None:
+            object.__setattr__(self, "has", self.ids >= 0)
+
+    @property
+    def dense(self) -> bool:
+        """One node per domain and every slot a node with the label: per slot is per domain."""
+        return self.unique and len(self.values) == len(self.ids)
 
     @property
     def count(self) -> int:
         return len(self.values)
 
+    def occupied(self, per_slot: np.ndarray) -> np.ndarray:
+        """Per slot, whether its domain's total of `per_slot` is above 0 (False for nodes without
+        the label): `spread(totals(per_slot) > 0, missing=False)`, directly when domains are nodes."""
+        if self.unique:
+            occupied = per_slot[: len(self.ids)] > 0
+            return occupied if self.dense else occupied & self.has
+        return self.spread(self.totals(per_slot) > 0, missing=False)
+
+    def weighted(self, per_slot: np.ndarray, weight: int) -> np.ndarray | None:
+        """Per slot, `weight` times its domain's total of `per_slot` (0 for nodes without the label):
+        `spread(weight * totals(per_slot), missing=0)`; None when every domain's total is 0."""
+        if self.unique:
+            totals = per_slot[: len(self.ids)]
+            if not self.dense:
+                totals = np.where(self.has, totals, 0)
+            if not totals.any():
+                return None
+            return np.multiply(totals, weight, dtype=np.int64)
+        totals = self.totals(per_slot)
+        if not totals.any():
+            return None
+        return self.spread(weight * totals, missing=0)
+
     def totals(self, per_slot: np.ndarray) -> np.ndarray:
         """Per domain, the sum of a per-slot column over the nodes of that domain."""
-        has = self.ids >= 0
+        has = self.has
         return np.bincount(self.ids[has], weights=per_slot[: len(self.ids)][has], minlength=self.count).astype(
             np.int64
         )
@@ -138,7 +181,7 @@ class TopologyDomains:
         if not self.count:
             return np.full(len(self.ids), missing, dtype=per_domain.dtype)
         values = per_domain[np.maximum(self.ids, 0)]
-        return np.where(self.ids >= 0, values, missing)
+        return np.where(self.has, values, missing)
 
 
 def _zone_key(labels: dict[str, str]) -> str:
@@ -146,6 +189,16 @@ def _zone_key(labels: dict[str, str]) -> str:
     region = next((labels[k] for k in REGION_LABELS if k in labels), "")
     zone = next((labels[k] for k in ZONE_LABELS if k in labels), "")
     return f"{region}:\x00:{zone}" if region or zone else ""
+
+
+def _same_room(a: PodInfo, b: PodInfo) -> bool:
+    """Whether two versions of a pod count the same on a node's totals (`ClusterState._account`)."""
+    return (
+        a.requests == b.requests
+        and a.nonzero_cpu == b.nonzero_cpu
+        and a.nonzero_memory == b.nonzero_memory
+        and a.host_ports == b.host_ports
+    )
 
 
 class ClusterState:
@@ -164,10 +217,12 @@ class ClusterState:
         self.present = np.zeros(cap, dtype=bool)
         self.unschedulable = np.zeros(cap, dtype=bool)
         self.ready = np.zeros(cap, dtype=bool)
-        self.allocatable = np.zeros((cap, len(self.resources)), dtype=np.int64)
-        self.requested = np.zeros((cap, len(self.resources)), dtype=np.int64)
+        # slot x resource tables, stored column by column (Fortran order): a filter reads one
+        # resource over every slot, a score the candidates' rows of two resources (`.T[:2].take`)
+        self.allocatable = np.zeros((cap, len(self.resources)), dtype=np.int64, order="F")
+        self.requested = np.zeros((cap, len(self.resources)), dtype=np.int64, order="F")
         # cpu and memory as kube-scheduler's NonZeroRequested, for scoring
-        self.nonzero_requested = np.zeros((cap, 2), dtype=np.int64)
+        self.nonzero_requested = np.zeros((cap, 2), dtype=np.int64, order="F")
         self.taint_group = np.zeros(cap, dtype=np.int32)
         self.taint_groups: list[tuple[Taint, ...]] = [()]
         self._taint_group_ids: dict[tuple[Taint, ...], int] = {(): 0}
@@ -191,6 +246,8 @@ class ClusterState:
         self._zones: dict[str, list[int]] = {}
         self._scan_order: np.ndarray | None = None
         self._name_rank: np.ndarray | None = None
+        # the last `cpu_memory_allocatable` answer: (slots asked, static_version, block, all above 0)
+        self._allocatable_block: tuple[np.ndarray, int, np.ndarray, bool] | None = None
         self.static_version = 0  # bumps when anything a static filter reads changes
         self.version = 0  # bumps on every change
 
@@ -292,7 +349,12 @@ class ClusterState:
 
         def widen(array: np.ndarray, fill: object = 0) -> np.ndarray:
             shape = (new, *array.shape[1:])
-            grown = np.full(shape, fill, dtype=array.dtype) if fill is not None else np.empty(shape, dtype=array.dtype)
+            order = "F" if array.ndim > 1 and array.flags.f_contiguous else "C"  # the tables stay by column
+            grown = (
+                np.full(shape, fill, dtype=array.dtype, order=order)
+                if fill is not None
+                else np.empty(shape, dtype=array.dtype, order=order)
+            )
             grown[:old] = array
             return grown
 
@@ -324,8 +386,8 @@ class ClusterState:
             self.resources.append(name)
             self.resource_index[name] = column
             zeros = np.zeros((self._capacity, 1), dtype=np.int64)
-            self.allocatable = np.hstack([self.allocatable, zeros])
-            self.requested = np.hstack([self.requested, zeros])
+            self.allocatable = np.asfortranarray(np.hstack([self.allocatable, zeros]))
+            self.requested = np.asfortranarray(np.hstack([self.requested, zeros]))
         return column
 
     def label_column(self, key: str) -> np.ndarray:
@@ -411,8 +473,22 @@ class ClusterState:
                 dtype=np.int64,
                 count=len(column),
             )
-            domains = self._domains[key] = TopologyDomains(ids, tuple(index))
+            has = ids >= 0
+            unique = len(index) == int(np.count_nonzero(has))
+            domains = self._domains[key] = TopologyDomains(ids, tuple(index), has, unique)
         return domains
+
+    def cpu_memory_allocatable(self, slots: np.ndarray) -> tuple[np.ndarray, bool]:
+        """The cpu and memory allocatable of `slots` as a (2 x slots) block (read only), and whether
+        all of it is above 0. The last answer is kept until a node changes: a cycle's score plugins
+        ask it for the same candidates."""
+        kept = self._allocatable_block
+        if kept is not None and kept[0] is slots and kept[1] == self.static_version:
+            return kept[2], kept[3]
+        block = self.allocatable.T[:2].take(slots, axis=1)
+        positive = not block.size or int(block.min()) > 0
+        self._allocatable_block = (slots, self.static_version, block, positive)
+        return block, positive
 
     def name_rank(self) -> np.ndarray:
         """For each slot, its node name's rank in sorted order: ties go to the smaller name."""
@@ -430,6 +506,22 @@ class ClusterState:
         """A pod bound to `pod.node_name` (or confirmed after we assumed it there)."""
         if not pod.node_name or pod.terminal:
             self.remove_pod(pod.key)
+            return
+        key = pod.key
+        record = self.pods.get(key)
+        if record is not None and record.node == pod.node_name and _same_room(record.pod, pod):
+            # e.g. our assumption confirmed: the node's totals stay, only the record and what the
+            # trackers derive from the pod are renewed (in the order remove_pod and _record take)
+            slot = self.index.get(record.node)
+            del self.pods[key]
+            if slot is not None:
+                for tracker in self._trackers.values():
+                    tracker.account(record.pod, slot, -1)
+            self.pods[key] = PodRecord(pod, pod.node_name, assumed=False)
+            if slot is not None:
+                for tracker in self._trackers.values():
+                    tracker.account(pod, slot, +1)
+            self.version += 1
             return
         self._record(PodRecord(pod, pod.node_name, assumed=False))
 

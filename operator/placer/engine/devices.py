@@ -502,6 +502,16 @@ class ResourceClaimInfo:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    def outlasts(self, server: Any) -> bool:
+        """As an assumption in the catalog: an allocation this scheduler made and has not written
+        yet holds against the API server's copies of the same claim that show no allocation (the
+        finalizer PreBind writes first, or the copy a claim this scheduler creates has before its
+        status is written), until the allocation lands, the claim goes or the binding fails
+        (Unreserve restores the server's copy) — kube's in-flight allocations."""
+        return (self.pending and self.allocation is not None and isinstance(server, ResourceClaimInfo)
+                and (server.uid == self.uid or not self.uid) and server.allocation is None
+                and not server.deleting)
+
 
 def _tolerations(raw: Any, path: str) -> tuple[DeviceToleration, ...]:
     out = []

@@ -38,8 +38,6 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-import cel
-
 from placer.engine.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -367,6 +365,8 @@ def compile_selector(expression: str) -> CompiledSelector:
     try:
         tokens = _tokens(expression)
         source = "".join(text for _, text in _expand_binds(tokens)) if "bind" in expression else expression
+        import cel  # here, not at the top: the library's package imports its CLI (prompt_toolkit, ~0.1 s)
+
         program = cel.compile(source)
     except CelError as error:
         return CompiledSelector(expression, error=str(error))
@@ -426,6 +426,8 @@ def evaluate(selector: CompiledSelector, device: Mapping[str, Any]) -> bool:
     that is not a bool (kube: `CEL result of type ... could not be converted to bool`)."""
     if selector.program is None:
         raise CelError(selector.error or "compilation failed")
+    import cel  # loaded by compile_selector already: a lookup
+
     variable: Mapping[str, Any] = device
     for _ in range(len(selector.literals) + 1):
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from placer.engine.fields import FieldError
@@ -87,6 +87,15 @@ class LabelSelector:
 
     requirements: tuple[Requirement, ...] = ()
     nothing: bool = False
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # kept: selectors key the caches of every cycle (queries, terms, pod shapes)
+        value = self._hash
+        if not value:
+            value = hash((self.requirements, self.nothing))
+            object.__setattr__(self, "_hash", value)
+        return value
 
     @classmethod
     def of(cls, requirements: Iterable[Requirement]) -> LabelSelector:

@@ -11,14 +11,16 @@ scheduling cycle reads per-node columns and sums them per topology domain with n
   that could match it. The least recently asked are dropped beyond `LIMIT`.
 - `PodTerms`: per node, how many pods carry each (anti-)affinity term — the existing pods' side
   of inter-pod affinity (kube's `PodsWithAffinity` / `PodsWithRequiredAntiAffinity`), one column
-  per distinct term, so the replicas of a workload share one.
+  per distinct term, so the replicas of a workload share one; which terms match an incoming pod
+  is remembered per namespace and labels (`PodTerms.matching`), so a cycle tests none of them
+  while the terms present stay as they were.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,6 +40,15 @@ class PodQuery:
     namespaces: frozenset[str] | None
     selector: LabelSelector
     skip_deleting: bool = False
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # kept: a cycle's query is looked up more than once (its column, the LRU order)
+        value = self._hash
+        if not value:
+            value = hash((self.namespaces, self.selector, self.skip_deleting))
+            object.__setattr__(self, "_hash", value)
+        return value
 
     def matches(self, pod: PodInfo) -> bool:
         if self.skip_deleting and pod.deleting:
@@ -133,6 +144,10 @@ class PodTerms(PodTracker):
         self._totals: dict[tuple[str, int, AffinityTerm], int] = {}
         self._distinct: Counter[str] = Counter()  # role -> distinct terms present
         self.version = 0  # moves when the set of distinct terms present changes
+        # (role, namespace, labels) -> the keys of the terms of that role matching such a pod; valid
+        # while the terms present and the Namespaces (namespaceSelectors read them) stay as they were
+        self._matches: dict[tuple[str, str, frozenset[tuple[str, str]]], list[tuple[str, int, AffinityTerm]]] = {}
+        self._matches_of: tuple[int, object, int] = (-1, None, -1)
 
     def _set_total(self, key: tuple[str, int, AffinityTerm], total: int) -> None:
         if total > 0:
@@ -175,6 +190,36 @@ class PodTerms(PodTracker):
     def has(self, role: str) -> bool:
         """Whether any counted pod carries a term of that role."""
         return self._distinct[role] > 0
+
+    def matching(
+        self, role: str, pod: PodInfo, namespace_labels: Mapping[str, str]
+    ) -> list[tuple[int, AffinityTerm, np.ndarray]]:
+        """`terms(role)` narrowed to the terms matching `pod` (kube's `AffinityTerm.Matches`, with
+        `namespace_labels` those of the pod's Namespace in the catalog). Which terms match is
+        remembered per namespace and labels (a workload's replicas share it) until the terms present
+        or the Namespaces change, so a cycle does not test every term of every workload."""
+        catalog = self.cluster.catalog
+        version, of, namespaces = self._matches_of
+        if (
+            version != self.version or of is not catalog or namespaces != catalog.version("Namespace")
+            or len(self._matches) >= 4096
+        ):
+            self._matches.clear()
+            self._matches_of = (self.version, catalog, catalog.version("Namespace"))
+        shape = (role, pod.namespace, frozenset(pod.labels.items()))
+        keys = self._matches.get(shape)
+        if keys is None:
+            keys = self._matches[shape] = [
+                key for key in self._totals
+                if key[0] == role and key[2].matches(pod.namespace, pod.labels, namespace_labels)
+            ]
+        size = self.cluster.size
+        found = []
+        for key in keys:
+            column = self._columns.get(key)
+            assert column is not None
+            found.append((key[1], key[2], column[:size]))
+        return found
 
     def clear_slot(self, slot: int) -> None:
         # the pods of a removed node no longer count; re-adding the node accounts them again

@@ -125,7 +125,9 @@ def _restart_all_containers(spec: PodSpec) -> bool:
     """A container or init container with a restart rule whose action is RestartAllContainers."""
     for field in ("containers", "initContainers"):
         for i, raw in enumerate(sequence(spec.get(field), f"spec.{field}")):
-            container = mapping(raw, f"spec.{field}[{i}]")
+            container = raw if type(raw) is dict else mapping(raw, f"spec.{field}[{i}]")
+            if container.get("restartPolicyRules") is None:  # (every container but a few: no path built)
+                continue
             rules = sequence(container.get("restartPolicyRules"), f"spec.{field}[{i}].restartPolicyRules")
             for j, rule in enumerate(rules):
                 path = f"spec.{field}[{i}].restartPolicyRules[{j}]"
@@ -188,8 +190,18 @@ class FeatureFramework:
 
 DEFAULT_FRAMEWORK = FeatureFramework(ALL_FEATURES)
 
+# what `DEFAULT_FRAMEWORK.infer_for_scheduling(spec, SCHEDULER_VERSION)` asks, sorted by name, taken
+# once: (name, its check) of the features still required at that version whose check may say yes
+_FOR_SCHEDULING: tuple[tuple[str, Callable[[PodSpec], bool]], ...] = tuple(
+    (feature.name, feature.infer_for_scheduling)
+    for feature in DEFAULT_FRAMEWORK.registry
+    if (feature.max_version is None or feature.max_version >= SCHEDULER_VERSION)
+    and feature.infer_for_scheduling is not _never
+)
+
 
 def required_features(spec: PodSpec) -> tuple[str, ...]:
-    """The node features a pod with this spec needs, for the kube-scheduler version Placer follows.
+    """The node features a pod with this spec needs, for the kube-scheduler version Placer follows
+    (`DEFAULT_FRAMEWORK.infer_for_scheduling` at `SCHEDULER_VERSION`, parsed pod after pod).
     Raises FieldError on a malformed container or restart rule."""
-    return DEFAULT_FRAMEWORK.infer_for_scheduling(spec, SCHEDULER_VERSION)
+    return tuple(name for name, infer in _FOR_SCHEDULING if infer(spec))

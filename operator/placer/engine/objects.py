@@ -14,7 +14,12 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from functools import lru_cache
+from operator import attrgetter
 from typing import Any
+
+import orjson
 
 from placer.engine.fields import FieldError, is_mapping, mapping, section, sequence
 from placer.engine.node_features import required_features
@@ -40,6 +45,7 @@ __all__ = [
     "NodeSelectorTerm",
     "ObjectError",
     "PodInfo",
+    "PodSource",
     "Taint",
     "Toleration",
     "object_meta",
@@ -605,12 +611,25 @@ def _node_affinity(spec: Mapping[str, Any]) -> tuple[
     return required, tuple(preferred)
 
 
+# tolerations parsed, by (key, operator, value, effect): pods repeat a few (the API server gives every
+# pod the same two NoExecute ones), each parsed once and shared (it is immutable)
+_TOLERATIONS: dict[tuple[Any, ...], Toleration] = {}
+_TOLERATIONS_KEPT = 4096
+
+
 def _toleration(raw: Any, path: str) -> Toleration:
     item = mapping(raw, path)
     key = item.get("key") or ""
     operator = item.get("operator") or "Equal"
     value = item.get("value") or ""
     effect = item.get("effect") or ""
+    fields = (key, operator, value, effect)
+    try:
+        known = _TOLERATIONS.get(fields)  # (only valid ones, all strings, are kept)
+    except TypeError:  # an unhashable value, refused below
+        known = None
+    if known is not None:
+        return known
     if not isinstance(key, str) or not isinstance(value, str):
         raise FieldError(path, "key and value must be strings")
     if operator not in ("Equal", "Exists", "Gt", "Lt"):
@@ -621,7 +640,10 @@ def _toleration(raw: Any, path: str) -> Toleration:
         raise FieldError(f"{path}.operator", "Invalid value: operator must be Exists when `key` is empty")
     if effect and effect not in TAINT_EFFECTS:
         raise FieldError(f"{path}.effect", f'Unsupported value: "{effect}": {SUPPORTED_EFFECTS}')
-    return Toleration(key, operator, value, effect)
+    toleration = Toleration(key, operator, value, effect)
+    if len(_TOLERATIONS) < _TOLERATIONS_KEPT:
+        _TOLERATIONS[fields] = toleration
+    return toleration
 
 
 def _image_volumes(spec: Mapping[str, Any]) -> list[str]:
@@ -655,6 +677,11 @@ def _normalized_image(name: str) -> str:
 def parse_timestamp(value: Any) -> float:
     if not isinstance(value, str) or not value:
         return 0.0
+    return _timestamp(value)
+
+
+@lru_cache(maxsize=1024)  # pods created in the same second share their creationTimestamp
+def _timestamp(value: str) -> float:
     try:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
@@ -703,6 +730,94 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     except FieldError as error:
         pod.error = f"invalid pod {pod.key}: {error}"
     return pod
+
+
+# status fields that make `parse_pod` read more of the status (an in-place resize): no shortcut
+_RESIZE_STATUS = frozenset(("containerStatuses", "initContainerStatuses", "resources", "allocatedResources"))
+_POD_FIELDS = attrgetter(*(f.name for f in dataclass_fields(PodInfo)))
+
+
+def _read(spec: dict[str, Any], meta: dict[str, Any], status: dict[str, Any]) -> str | None:
+    """What `parse_pod` reads of a pod besides its identity (namespace, name, uid, resourceVersion)
+    and labels, when no in-place resize is under way, as JSON (None if orjson cannot encode it):
+    equal texts are equal inputs, types included (`0` is not `false`), for objects decoded from JSON
+    (NaN, which orjson writes as null, is not JSON: the API server never sends it). A `str`:
+    orjson's bytes keep a buffer of a few kilobytes each."""
+    try:
+        return orjson.dumps((
+            spec, meta.get("creationTimestamp"), meta.get("deletionTimestamp"), meta.get("ownerReferences"),
+            status.get("phase"), status.get("startTime"), status.get("nominatedNodeName"),
+            status.get("resourceClaimStatuses"),
+        )).decode()
+    except orjson.JSONEncodeError:
+        return None
+
+
+@dataclass(slots=True, eq=False)
+class PodSource:
+    """A pending pod as parsed (`pod`) and what `parse_pod` read of its object (`read`, as JSON), to
+    recognise a later version that differs only by its binding: the MODIFIED event of a pod bound
+    to the node it was assumed on then costs an encoding and a comparison instead of a parse. Kept
+    as text, not as the decoded object: a few hundred bytes the garbage collector never visits."""
+
+    pod: PodInfo
+    read: str
+
+    @staticmethod
+    def of(obj: Mapping[str, Any], pod: PodInfo) -> PodSource | None:
+        """The source of an unbound pod parsed from `obj` without error; None when a later version
+        could not be compared (an odd shape, an in-place resize under way)."""
+        if pod.error is not None or pod.node_name:
+            return None
+        meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
+        if type(meta) is not dict or type(spec) is not dict or "nodeName" in spec:
+            return None
+        if status is None:
+            status = {}
+        elif type(status) is not dict or not _RESIZE_STATUS.isdisjoint(status):
+            return None
+        read = _read(spec, meta, status)
+        return None if read is None else PodSource(pod, read)
+
+    def bound(self, obj: Mapping[str, Any]) -> PodInfo | None:
+        """`parse_pod(obj)`, without parsing, when `obj` is this pod's object bound to a node
+        (`spec.nodeName` set) with nothing else `parse_pod` reads changed (its resourceVersion,
+        status conditions, annotations or managed fields may differ); None otherwise. As after a
+        parse, a pod without `spec.priority` is still to be given its PriorityClass's
+        (`placer.engine.kinds.resolve_priority`)."""
+        pod = self.pod
+        meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
+        if type(meta) is not dict or type(spec) is not dict:
+            return None
+        node = spec.get("nodeName")
+        if not node or type(node) is not str:
+            return None
+        if status is None:
+            status = {}
+        elif type(status) is not dict or not _RESIZE_STATUS.isdisjoint(status):
+            return None
+        labels = meta.get("labels")
+        if labels is None:
+            labels = {}
+        if (
+            type(labels) is not dict
+            or labels != pod.labels
+            or meta.get("name") != pod.name
+            or (meta.get("namespace") or "default") != pod.namespace
+            or str(meta.get("uid") or "") != pod.uid
+        ):
+            return None
+        rest = dict(spec)
+        del rest["nodeName"]
+        if _read(rest, meta, status) != self.read:
+            return None
+        bound = PodInfo(*_POD_FIELDS(pod))
+        bound.node_name = node
+        bound.resource_version = str(meta.get("resourceVersion") or "")
+        if not pod.priority_set:  # as parsed, before its PriorityClass was resolved
+            bound.priority = 0
+            bound.preemption_policy = rest.get("preemptionPolicy") or ""
+        return bound
 
 
 def _fill_pod(pod: PodInfo, meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> None:

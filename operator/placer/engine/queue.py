@@ -87,6 +87,8 @@ class SchedulingQueue:
             entry = self._entries[pod.key] = QueuedPod(pod)
             self._push_active(entry)
             return
+        if entry.pod is pod:  # queued again as it is (e.g. every pending pod at a new term)
+            return
         order_changed = queue_order(entry.pod) != queue_order(pod)
         entry.pod = pod
         if entry.state == "active" and order_changed:
@@ -168,6 +170,8 @@ class SchedulingQueue:
         """
         if event is None:
             keys: set[str] = {key for key, entry in self._entries.items() if entry.state == "waiting"}
+        elif not self._interested:  # no pod waits for any event (as after every pod bound at once)
+            return
         else:
             keys = set()
             for wanted in (event, event.partition("/")[0], ""):

@@ -17,7 +17,7 @@ so indexes and caches keyed on them are shared by the whole workload.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from placer.engine.fields import FieldError, mapping, sequence
@@ -52,6 +52,15 @@ class AffinityTerm:
     namespaces: frozenset[str]
     namespace_selector: LabelSelector | None  # None: not set (kube's labels.Nothing())
     topology_key: str
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # kept: a term is a key of the per-node term counts, looked up several times a pod
+        value = self._hash
+        if not value:
+            value = hash((self.selector, self.namespaces, self.namespace_selector, self.topology_key))
+            object.__setattr__(self, "_hash", value)
+        return value
 
     def matches(self, namespace: str, labels: Mapping[str, str], namespace_labels: Mapping[str, str]) -> bool:
         """kube's `AffinityTerm.Matches`: the pod's namespace is listed or selected, and its labels match."""

@@ -6,10 +6,18 @@ order of the extension points and kube-scheduler's rules around them
 (`percentageOfNodesToScore`, the rotating start index, the `0/N nodes are available` message, the
 15-minute cap on a Permit wait), and nothing about what any plugin does. What the binding cycle
 writes and waits for is carried out by the operator (`placer.controller.binding`).
+
+What a cycle costs is the number of numpy calls far more than the number of nodes, so the runtime
+makes few: the scan for the nodes to score looks at the next `2 x (wanted + 1)` nodes of the
+node-tree order first (the whole round only when they hold too few feasible ones); the winner is
+the highest total with the smallest node name among its ties, a maximum rather than a sort (the
+full order is sorted only when asked: `--top`, explain); the filters' masks are ANDed without
+copies, and a cycle with no nominated pods skips that bookkeeping.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -63,6 +71,7 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # kube's maxTimeout: no Permit wait lasts longer
+_AS_IT_IS = contextlib.nullcontext()  # `cluster.with_pods` of no pods, without its bookkeeping
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,15 +84,41 @@ class NodeScore:
         return {"node": self.node, "total": self.total, "plugins": dict(self.plugins)}
 
 
-@dataclass(frozen=True, slots=True)
 class Weighed:
     """The candidates' totals and per-plugin scores (None: the plugin does not apply, 0 everywhere),
-    and their positions best first (total, then node name)."""
+    and their positions best first (total, then node name).
 
-    slots: np.ndarray
-    totals: np.ndarray
-    per_plugin: list[tuple[str, np.ndarray | None]]
-    order: np.ndarray
+    The full order is sorted only when asked (`order`): a cycle needs just the best (`best`), which
+    is a maximum, not a sort."""
+
+    __slots__ = ("_order", "_ranks", "per_plugin", "slots", "totals")
+
+    def __init__(
+        self, slots: np.ndarray, totals: np.ndarray, per_plugin: list[tuple[str, np.ndarray | None]],
+        ranks: np.ndarray,
+    ) -> None:
+        self.slots = slots
+        self.totals = totals
+        self.per_plugin = per_plugin
+        self._ranks = ranks  # every slot's node-name rank (ties go to the smaller name)
+        self._order: np.ndarray | None = None
+
+    @property
+    def order(self) -> np.ndarray:
+        """Positions in `slots`, best first: higher total, then smaller node name."""
+        if self._order is None:
+            self._order = np.lexsort((self._ranks[self.slots], -self.totals))
+        return self._order
+
+    def best(self) -> int:
+        """`order[0]`, without sorting: the highest total, the smallest node name among its ties."""
+        if self._order is not None:
+            return int(self._order[0])
+        totals = self.totals
+        ties = (totals == totals.max()).nonzero()[0]
+        if ties.size == 1:
+            return int(ties[0])
+        return int(ties[np.argmin(self._ranks[self.slots[ties]])])
 
     def node_score(self, cluster: ClusterState, i: int) -> NodeScore:
         """The `i`-th candidate (a position in `slots`) as a NodeScore."""
@@ -245,7 +280,7 @@ class Scheduler:
         # pods nominated to nodes with this pod's priority or more hold their room (kube runs the
         # filters with them and without them: a node must pass both)
         nominated = cluster.nominated_against(pod) if cluster.nominated else []
-        with cluster.with_pods(nominated):
+        with cluster.with_pods(nominated) if nominated else _AS_IT_IS:
             pod_reason, narrowed = self._pre_filter(pod, profile, cluster, decision)
             # the nodes to evaluate: all, or those the PreFilters named and the pod's nominated node
             # (kube tries that one first, whatever the PreFilterResult)
@@ -299,16 +334,18 @@ class Scheduler:
 
     @staticmethod
     def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None) -> np.ndarray:
-        feasible = cluster.present[: cluster.size].copy()
-        if within is not None:
-            feasible &= within
+        present = cluster.present[: cluster.size]
+        feasible = None if within is None else present & within
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
             if mask is not None:
-                feasible &= mask
-                if not feasible.any():
+                if feasible is None:
+                    feasible = present & mask  # (a new array: masks are the plugins', read only)
+                else:
+                    feasible &= mask
+                if not feasible.size or not feasible[feasible.argmax()]:  # none left (argmax: the first True)
                     break
-        return feasible
+        return present.copy() if feasible is None else feasible
 
     def _unschedulable(
         self, pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision, all_nodes: int,
@@ -393,10 +430,14 @@ class Scheduler:
         cls, pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int
     ) -> None:
         weighed = cls.weigh(pod, profile, cluster, slots)
-        decision.node = cluster.names[slots[weighed.order[0]]]
+        best = weighed.best()
+        decision.node = cluster.names[slots[best]]
         decision.weighed = weighed
         decision.feasible = int(slots.size)
-        decision.top = [weighed.node_score(cluster, i) for i in weighed.order[:top]]
+        if top == 1:
+            decision.top = [weighed.node_score(cluster, best)]
+        elif top:
+            decision.top = [weighed.node_score(cluster, i) for i in weighed.order[:top]]
 
     @staticmethod
     def weigh(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray) -> Weighed:
@@ -407,13 +448,11 @@ class Scheduler:
         for plugin, weight in profile.scores:
             if plugin.pre_score(pod, cluster):
                 scores = plugin.normalize(plugin.score(pod, cluster, slots))
-                totals += weight * scores
+                totals += scores if weight == 1 else weight * scores
                 per_plugin.append((plugin.name, scores))
             else:  # the plugin does not apply: 0 on every node
                 per_plugin.append((plugin.name, None))
-        ranks = cluster.name_rank()[slots]
-        order = np.lexsort((ranks, -totals))  # best total first, then smaller node name
-        return Weighed(slots, totals, per_plugin, order)
+        return Weighed(slots, totals, per_plugin, cluster.name_rank())
 
     @staticmethod
     def assume(pod: PodInfo, decision: Decision, profile: Profile, cluster: ClusterState) -> None:
@@ -551,12 +590,22 @@ class Scheduler:
             if count == 0:
                 return order
         start = self.next_start_index % count
-        rotated = np.concatenate((order[start:], order[:start])) if start else order
-        positions = np.flatnonzero(feasible[rotated])
         wanted = nodes_to_find(profile.percentage_of_nodes_to_score, count)
+        window = 2 * (wanted + 1)
+        if window < count:
+            # the scan usually ends well before going round: the next `window` nodes first, the
+            # whole round only when they hold too few feasible nodes
+            end = start + window
+            chunk = order[start:end] if end <= count else np.concatenate((order[start:], order[: end - count]))
+            found = feasible[chunk].nonzero()[0]
+            if found.size > wanted:
+                # kube-scheduler stops at the first feasible node beyond those it needs and counts
+                # every node before it as processed
+                self.next_start_index = (self.next_start_index + int(found[wanted])) % all_nodes
+                return chunk[found[:wanted]]
+        rotated = np.concatenate((order[start:], order[:start])) if start else order
+        positions = feasible[rotated].nonzero()[0]
         if positions.size > wanted:
-            # kube-scheduler stops at the first feasible node beyond those it needs and counts
-            # every node before it as processed
             examined = int(positions[wanted])
             positions = positions[:wanted]
         else:

@@ -4,6 +4,7 @@ Unreserve through the catalog, and the PreBind writes."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -270,6 +271,59 @@ def test_reserve_assumes_and_unreserve_restores() -> None:
     p.unreserve(first, state, reservation)
     assert state.catalog.get(CLAIM, CLAIM_NAME, "default").allocation is None
     assert filter_result(p, second, state) == {WORKER: True}
+
+
+def test_an_allocation_in_flight_outlasts_the_finalizer_write() -> None:
+    """PreBind writes the finalizer first: the watch then brings a newer copy of the claim that
+    shows no allocation yet. The device stays taken until the allocation lands (a second claim
+    found it free here once: the same GPU given to two claims on a real API server)."""
+    state = cluster(pending_claim(), pending_claim(CLAIM_NAME2), DEVICE_CLASS, worker_slice(WORKER))
+    p = plugin()
+    first = pod_info(pod_with_claim_name())
+    reservation = p.reserve(first, state, WORKER)
+    assert isinstance(reservation, DeviceReservation)
+    server: ResourceClaimInfo = state.catalog.server_copy(CLAIM, CLAIM_NAME, "default")
+    with_finalizer = dataclasses.replace(server, resource_version="999", finalizers=(DELETE_PROTECTION,))
+    state.catalog.put(CLAIM, "default", CLAIM_NAME, with_finalizer)
+    second = parse_pod(claim_pod("other", claims={"gpu": CLAIM_NAME2}, uid="5678"))
+    assert not p.filter(second, state).any()  # still held by the first claim
+    assert state.catalog.server_copy(CLAIM, CLAIM_NAME, "default") is with_finalizer
+    # the allocation lands: the server's copy replaces the assumption, the device stays taken
+    (claim,) = reservation.claims
+    landed = parse_resource_claim(resource_claim(
+        CLAIM_NAME, requests=[request("req-1", CLASS)], uid=server.uid, allocated=claim.allocation,
+        finalizers=[DELETE_PROTECTION], resource_version="1000"))
+    state.catalog.put(CLAIM, "default", CLAIM_NAME, landed)
+    assert not state.catalog.assumed(CLAIM, CLAIM_NAME, "default")
+    assert not p.filter(second, state).any()
+    # a binding that fails after the finalizer: Unreserve shows the server's latest copy again
+    state = cluster(pending_claim(), pending_claim(CLAIM_NAME2), DEVICE_CLASS, worker_slice(WORKER))
+    reservation = p.reserve(first, state, WORKER)
+    server = state.catalog.server_copy(CLAIM, CLAIM_NAME, "default")
+    state.catalog.put(CLAIM, "default", CLAIM_NAME,
+                      dataclasses.replace(server, resource_version="999", finalizers=(DELETE_PROTECTION,)))
+    p.unreserve(first, state, reservation)
+    assert state.catalog.get(CLAIM, CLAIM_NAME, "default").resource_version == "999"
+    assert filter_result(p, second, state) == {WORKER: True}
+
+
+def test_a_claim_this_scheduler_creates_outlasts_its_first_server_copy() -> None:
+    """The special claim of backed extended resources is shown before it exists; the copy the
+    create returns has no allocation yet (the status is written after): the devices stay taken."""
+    state = cluster(pending_claim(), DEVICE_CLASS, worker_slice(WORKER))
+    p = plugin()
+    reservation = p.reserve(pod_info(pod_with_claim_name()), state, WORKER)
+    assert isinstance(reservation, DeviceReservation)
+    shown: ResourceClaimInfo = state.catalog.get(CLAIM, CLAIM_NAME, "default")
+    state.catalog.remove(CLAIM, "default", CLAIM_NAME)
+    state.catalog.put(CLAIM, "default", "special", dataclasses.replace(shown, name="special", uid=""))
+    created = dataclasses.replace(shown, name="special", uid="new-uid", resource_version="5", allocation=None,
+                                  pending=False)
+    assert state.catalog.put(CLAIM, "default", "special", created) is False
+    assert state.catalog.get(CLAIM, "special", "default").pending
+    assert state.catalog.server_copy(CLAIM, "special", "default") is created
+    state.catalog.remove(CLAIM, "default", "special")  # the create undone
+    assert not state.catalog.assumed(CLAIM, "special", "default")
 
 
 def test_scheduler_assume_and_forget() -> None:

@@ -46,6 +46,9 @@ class ImageLocality(ScorePlugin[NoArgs]):
     def __init__(self, args: NoArgs) -> None:
         super().__init__(args)
         self._scaled: StaticCache[np.ndarray] = StaticCache()
+        # per (images, containers), until a node changes: every slot's score (pods of one workload
+        # share it; what nodes hold is a node fact, so bound and assumed pods never change it)
+        self._scores: StaticCache[np.ndarray] = StaticCache()
 
     def _scaled_sizes(self, cluster: ClusterState, image: str) -> np.ndarray:
         column = self._scaled.get(cluster, image)
@@ -60,8 +63,12 @@ class ImageLocality(ScorePlugin[NoArgs]):
         return column
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
-        sums = np.zeros(len(slots), dtype=np.int64)
-        for image in pod.images:
-            if image in cluster.image_slots:
-                sums += self._scaled_sizes(cluster, image)[slots]
-        return image_priority(sums, pod.container_count)
+        key = (pod.images, pod.container_count)
+        scores = self._scores.get(cluster, key)
+        if scores is None:
+            sums = np.zeros(cluster.size, dtype=np.int64)
+            for image in pod.images:
+                if image in cluster.image_slots:
+                    sums += self._scaled_sizes(cluster, image)
+            scores = self._scores.put(key, image_priority(sums, pod.container_count))
+        return scores[slots]

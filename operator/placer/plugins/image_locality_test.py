@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from placer.engine.objects import parse_node
 from placer.engine.profile import ProfileError
 from placer.testing import MiB, cluster_of, container, make_plugin, make_profile, node, pod, scores
 
@@ -157,3 +158,15 @@ def test_takes_no_args() -> None:
         make_profile(scores=[{"name": "ImageLocality", "args": {"threshold": 1}}], name="img")
     with pytest.raises(ProfileError, match="ImageLocality is not a filter plugin"):
         make_profile(filters=[{"name": "ImageLocality"}])
+
+
+def test_pods_with_the_same_images_share_a_score_until_a_node_changes() -> None:
+    plugin = make_plugin("ImageLocality")
+    cluster = cluster_of(four_nodes({"n1": [("nginx:1.25", 500 * MiB)]}))
+    assert scores(plugin, pod("p1", image="nginx:1.25"), cluster) == {"n1": 10, "n2": 0, "n3": 0, "n4": 0}
+    cluster.upsert_node(parse_node(node("n2", images=[("nginx:1.25", 500 * MiB)])))
+    # 500 MB * 2/4 = 250 MB: 100 * 227 / 977 = 23 on both holders
+    assert scores(plugin, pod("p2", image="nginx:1.25"), cluster) == {"n1": 23, "n2": 23, "n3": 0, "n4": 0}
+    cluster.remove_node("n1")
+    # 500 MB * 1/3 = 166 MB: 100 * 143 / 977 = 14
+    assert scores(plugin, pod("p3", image="nginx:1.25"), cluster) == {"n2": 14, "n3": 0, "n4": 0}

@@ -25,7 +25,9 @@ a node scores the sum over the domains it belongs to, min-max normalised onto 0.
 Skipped (0 everywhere) when nothing contributes, or, with `ignorePreferredTermsOfExistingPods`,
 when the incoming pod has no preferred terms of its own (kube's PreScore Skip).
 
-Counts are kept incrementally per node (`placer.engine.matching`): no cycle scans the pods.
+Counts are kept incrementally per node (`placer.engine.matching`): no cycle scans the pods, and
+which existing pods' terms match the incoming pod is remembered per namespace and labels (the
+replicas of a workload share it) until the terms present or the Namespaces change.
 
 Args: `hardPodAffinityWeight` (0..100, default 1), `ignorePreferredTermsOfExistingPods` (default false).
 
@@ -109,7 +111,22 @@ def all_terms_query(queries: list[PodQuery]) -> PodQuery:
 
 @dataclass(slots=True)
 class _FilterState:
-    codes: np.ndarray | None  # per slot: an index into REASONS; None: every node passes
+    fits: np.ndarray | None  # per slot: the node passes; None: every node passes
+    #: (reason code, slots failing that check), in reverse of kube's order of checks
+    failures: tuple[tuple[int, np.ndarray], ...] = ()
+    _codes: np.ndarray | None = None
+
+    def codes(self) -> np.ndarray | None:
+        """Per slot, an index into REASONS: the node's first failing check (0: it passes); None:
+        every node passes. Built on first use (only an unschedulable pod's reasons need it)."""
+        if self.fits is None:
+            return None
+        if self._codes is None:
+            codes = np.zeros(len(self.fits), dtype=np.int8)
+            for code, failing in self.failures:  # later writes win: a node keeps its first failure
+                codes[failing] = code
+            self._codes = codes
+        return self._codes
 
 
 class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodAffinityArgs]):
@@ -128,19 +145,15 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
 
     # ----------------------------------------------------------------- filter
 
-    def _existing_anti_affinity(
-        self, pod: PodInfo, cluster: ClusterState, labels: Mapping[str, str]
-    ) -> np.ndarray | None:
+    def _existing_anti_affinity(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         """Slots where a placed pod's required anti-affinity term forbids the incoming pod."""
         terms = cluster.tracker(PodTerms)
         if not terms.has(TermRole.REQUIRED_ANTI_AFFINITY):
             return None
         blocked: np.ndarray | None = None
-        for _, term, column in terms.terms(TermRole.REQUIRED_ANTI_AFFINITY):
-            if not term.matches(pod.namespace, pod.labels, labels):
-                continue
-            domains = cluster.domains(term.topology_key)
-            hit = domains.spread(domains.totals(column) > 0, missing=False)
+        labels = namespace_labels(cluster, pod.namespace)
+        for _, term, column in terms.matching(TermRole.REQUIRED_ANTI_AFFINITY, pod, labels):
+            hit = cluster.domains(term.topology_key).occupied(column)
             blocked = hit if blocked is None else blocked | hit
         return blocked
 
@@ -149,22 +162,22 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
         if state is not None:
             return state
         relations = pod.relations
-        labels = namespace_labels(cluster, pod.namespace)
-        existing = self._existing_anti_affinity(pod, cluster, labels)
+        existing = self._existing_anti_affinity(pod, cluster)
         if existing is None and not (relations.required_affinity or relations.required_anti_affinity):
             return self._filter_state.put(pod, cluster, _FilterState(None))
-        codes = np.zeros(cluster.size, dtype=np.int8)
+        failures: list[tuple[int, np.ndarray]] = []
         if existing is not None:
-            codes[existing] = 3
+            failures.append((3, existing))
         matching = cluster.tracker(MatchingPods)
-        # codes are written in reverse of kube's order of checks, so a node keeps its first failure
         for term in relations.required_anti_affinity:
-            domains = cluster.domains(term.topology_key)
-            totals = domains.totals(matching.counts(term_query(cluster, term)))
-            codes[domains.spread(totals > 0, missing=False)] = 2
+            counts = matching.counts(term_query(cluster, term))
+            failures.append((2, cluster.domains(term.topology_key).occupied(counts)))
         if relations.required_affinity:
-            codes[self._affinity_fails(pod, cluster)] = 1
-        return self._filter_state.put(pod, cluster, _FilterState(codes))
+            failures.append((1, self._affinity_fails(pod, cluster)))
+        failing = failures[0][1]
+        for _, mask in failures[1:]:
+            failing = failing | mask
+        return self._filter_state.put(pod, cluster, _FilterState(~failing, tuple(failures)))
 
     def _affinity_fails(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray:
         terms = pod.relations.required_affinity
@@ -189,11 +202,10 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
         return fails
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
-        codes = self._state(pod, cluster).codes
-        return None if codes is None else codes == 0
+        return self._state(pod, cluster).fits
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
-        codes = self._state(pod, cluster).codes
+        codes = self._state(pod, cluster).codes()
         counts: Counter[str] = Counter()
         if codes is not None:
             for code, number in enumerate(np.bincount(codes[rejected], minlength=len(REASONS))):
@@ -202,7 +214,7 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
         return counts
 
     def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
-        codes = self._state(pod, cluster).codes
+        codes = self._state(pod, cluster).codes()
         return np.ones(len(rejected), dtype=bool) if codes is None else codes[rejected] != 1
 
     # ----------------------------------------------------------------- score
@@ -213,30 +225,32 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
         preferred = (*relations.preferred_affinity, *((-w, t) for w, t in relations.preferred_anti_affinity))
         if self.args.ignorePreferredTermsOfExistingPods and not preferred:
             return None
+        terms = cluster.tracker(PodTerms)
+        hard = self.args.hardPodAffinityWeight > 0 and terms.has(TermRole.REQUIRED_AFFINITY)
+        soft = terms.has(TermRole.PREFERRED)
+        if not (preferred or hard or soft):  # nothing can contribute
+            return None
         per_slot: np.ndarray | None = None  # None until a matching pod is found (kube: Skip)
 
         def add(weight: int, term: AffinityTerm, column: np.ndarray) -> None:
             nonlocal per_slot
-            domains = cluster.domains(term.topology_key)
-            totals = domains.totals(column)
-            if totals.any():  # kube: a topology pair gets an entry once a matching pod is found
-                contribution = domains.spread(weight * totals, missing=0)
+            # kube: a topology pair gets an entry once a matching pod is found (None: none yet)
+            contribution = cluster.domains(term.topology_key).weighted(column, weight)
+            if contribution is not None:
                 per_slot = contribution if per_slot is None else per_slot + contribution
 
-        matching = cluster.tracker(MatchingPods)
-        for weight, term in preferred:
-            add(weight, term, matching.counts(term_query(cluster, term)))
-        terms = cluster.tracker(PodTerms)
+        if preferred:
+            matching = cluster.tracker(MatchingPods)
+            for weight, term in preferred:
+                add(weight, term, matching.counts(term_query(cluster, term)))
         labels = namespace_labels(cluster, pod.namespace)
-        if self.args.hardPodAffinityWeight > 0 and terms.has(TermRole.REQUIRED_AFFINITY):
-            for _, term, column in terms.terms(TermRole.REQUIRED_AFFINITY):
-                if term.matches(pod.namespace, pod.labels, labels):
-                    add(self.args.hardPodAffinityWeight, term, column)
+        if hard:
+            for _, term, column in terms.matching(TermRole.REQUIRED_AFFINITY, pod, labels):
+                add(self.args.hardPodAffinityWeight, term, column)
         # kube ignores them only when the incoming pod has no preferred terms (skipped above)
-        if terms.has(TermRole.PREFERRED):
-            for weight, term, column in terms.terms(TermRole.PREFERRED):
-                if term.matches(pod.namespace, pod.labels, labels):
-                    add(weight, term, column)
+        if soft:
+            for weight, term, column in terms.matching(TermRole.PREFERRED, pod, labels):
+                add(weight, term, column)
         return per_slot
 
     def _scores(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:

@@ -184,6 +184,13 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
             self._shape = tuple(
                 (p.utilization, p.score * scale) for p in strategy.requestedToCapacityRatio.shape
             )
+        # LeastAllocated / MostAllocated over cpu and memory only (the default): scored in one pass
+        # over a (resources x candidates) block (`_score_cpu_memory`)
+        self._cpu_memory: tuple[list[int], np.ndarray, int] | None = None
+        names = [spec.name for spec in strategy.resources]
+        if strategy.type != "RequestedToCapacityRatio" and set(names) <= {"cpu", "memory"}:
+            weights = np.array([[spec.weight] for spec in strategy.resources], dtype=np.int64)
+            self._cpu_memory = ([CPU if name == "cpu" else MEMORY for name in names], weights, int(weights.sum()))
 
     # ------------------------------------------------------------------ filter
 
@@ -214,13 +221,17 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         n = cluster.size
         columns, amounts, backed = self._requests(pod, cluster)
-        fits = cluster.requested[:n, PODS] < cluster.allocatable[:n, PODS]
-        if columns:
-            free = cluster.allocatable[:n, columns] - cluster.requested[:n, columns]
+        allocatable, requested = cluster.allocatable, cluster.requested
+        fits = requested[:n, PODS] < allocatable[:n, PODS]
+        if backed:
+            free = allocatable[:n, columns] - requested[:n, columns]
             enough = free >= np.asarray(amounts, dtype=np.int64)
-            if backed:
-                enough |= self._delegated(cluster, slice(0, n), columns, backed)
+            enough |= self._delegated(cluster, slice(0, n), columns, backed)
             fits &= enough.all(axis=1)
+        else:  # column by column: a few 1-d operations beat a 2-d block and its row reduction
+            for column, amount in zip(columns, amounts, strict=True):
+                free = allocatable[:n, column] - requested[:n, column]
+                fits &= free >= amount
         return fits
 
     def fits_without(self, pod: PodInfo, cluster: ClusterState, slot: int, removed: Sequence[PodRecord]) -> bool:
@@ -267,6 +278,10 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
     # ------------------------------------------------------------------ score
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
+        if self._cpu_memory is not None:
+            scores = self._score_cpu_memory(pod, cluster, slots)
+            if scores is not None:
+                return scores
         strategy = self.args.scoringStrategy
         total = np.zeros(len(slots), dtype=np.int64)
         weights = np.zeros(len(slots), dtype=np.int64)
@@ -296,3 +311,37 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
         else:
             result = total // safe_weights
         return np.where(weights > 0, result, 0)
+
+    def _score_cpu_memory(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray | None:
+        """`score` for LeastAllocated / MostAllocated over cpu and memory, every resource of a
+        (resources x candidates) block at once: the same integers in a third of the numpy calls.
+        None when some candidate has no allocatable cpu or memory (not counted there: the general
+        path)."""
+        assert self._cpu_memory is not None
+        columns, weights, weight_sum = self._cpu_memory
+        allocatable, positive = cluster.cpu_memory_allocatable(slots)  # (cpu, memory) x candidates
+        if not positive:
+            return None
+        used = cluster.nonzero_requested.T.take(slots, axis=1)
+        if columns != [CPU, MEMORY]:
+            allocatable, used = allocatable[columns], used[columns]
+        amounts = np.array([[pod.score_cpu if column == CPU else pod.score_memory] for column in columns])
+        if self.args.scoringStrategy.type == "LeastAllocated":
+            # (allocatable - requested) * 100 // allocatable, 0 where the pod's request does not fit
+            scores = allocatable - used
+            scores -= amounts
+            np.maximum(scores, 0, out=scores)
+        else:  # MostAllocated: min(requested, allocatable) * 100 // allocatable
+            scores = used + amounts
+            np.minimum(scores, allocatable, out=scores)
+        scores *= MAX_NODE_SCORE
+        scores //= allocatable
+        if len(columns) == 1:
+            return scores[0]
+        if weight_sum == len(columns):  # every weight 1
+            total = scores[0] + scores[1]
+        else:
+            scores *= weights
+            total = scores.sum(axis=0)
+        total //= weight_sum
+        return total

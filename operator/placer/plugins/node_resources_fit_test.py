@@ -1000,3 +1000,31 @@ def test_preemption_sentence_counts_a_too_small_node_as_not_helpful() -> None:
         "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
         "1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.."
     )
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+@pytest.mark.parametrize("resources", [
+    [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+    [{"name": "memory", "weight": 3}, {"name": "cpu", "weight": 1}],
+    [{"name": "cpu", "weight": 2}],
+])
+def test_cpu_memory_path_equals_the_general_one(strategy: str, resources: list[dict]) -> None:
+    # cpu and memory only: one pass over a (resource x node) block; it must give the per-resource
+    # loop's integers, on nodes over- and under-committed, empty, and without cpu or memory
+    rng = np.random.default_rng(5)
+    nodes = [node(f"n{i}", cpu=str(int(rng.integers(0, 9))), memory=f"{int(rng.integers(0, 9))}Gi")
+             for i in range(60)]
+    bound = [pod(f"b{i}", cpu=f"{int(rng.integers(0, 3000))}m" if rng.random() < 0.8 else None,
+                 memory=f"{int(rng.integers(0, 3000))}Mi" if rng.random() < 0.8 else None,
+                 node_name=f"n{int(rng.integers(0, 60))}") for i in range(150)]
+    cluster = cluster_of(nodes, bound)
+    args = {"scoringStrategy": {"type": strategy, "resources": resources}}
+    fast, general = make_plugin("NodeResourcesFit", args), make_plugin("NodeResourcesFit", args)
+    general._cpu_memory = None  # type: ignore[attr-defined]  # the per-resource loop
+    everywhere = np.asarray(sorted(cluster.index.values()), dtype=np.int64)
+    with_cpu_and_memory = everywhere[(cluster.allocatable[everywhere, :2] > 0).all(axis=1)]
+    assert 0 < len(with_cpu_and_memory) < len(everywhere)
+    for incoming in (pod("p", cpu="700m", memory="1Gi"), pod("p"), pod("p", cpu="20")):
+        info = parse_pod(incoming)
+        for slots in (everywhere, with_cpu_and_memory, with_cpu_and_memory[::-3]):
+            assert np.array_equal(fast.score(info, cluster, slots), general.score(info, cluster, slots))

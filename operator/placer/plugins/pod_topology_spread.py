@@ -187,7 +187,9 @@ class _Cycle:
     soft: tuple[SpreadConstraint, ...]
     own: bool  # the pod has constraints of its own (not the defaults)
     fits: np.ndarray | None = field(default=None)  # the filter's mask
-    skewed: list[np.ndarray] = field(default_factory=list)  # per hard constraint: slots over maxSkew
+    #: per hard constraint, per slot: its domain stays within maxSkew with the pod (nodes without the
+    #: key too: `has` tells them apart)
+    within: list[np.ndarray] = field(default_factory=list)
 
 
 def go_round(values: np.ndarray) -> np.ndarray:
@@ -377,8 +379,8 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
         over the counted nodes, the minimum over the counted domains (0 below minDomains), and the
         nodes whose domain would exceed maxSkew."""
         facts = self._node_facts(pod, cluster, cycle.hard, require_all=True, fold_missing=False)
-        fits = facts.has_all.copy()
-        cycle.skewed = []
+        fits: np.ndarray | None = None
+        cycle.within = []
         for c, topology in zip(cycle.hard, facts.topologies, strict=True):
             counts = self._counts(pod, cluster, c.selector)
             per_domain = np.bincount(topology.bins, weights=counts, minlength=topology.overflow + 1)
@@ -387,11 +389,11 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
             else:
                 minimum = 0.0
             self_match = 1 if c.selector.matches(pod.labels) else 0
-            too_many = per_domain + (self_match - minimum) > c.max_skew
-            too_many[topology.overflow] = False  # nodes without the key
-            skewed = too_many[topology.gather]
-            cycle.skewed.append(skewed)
-            fits &= ~skewed
+            allowed = per_domain + (self_match - minimum) <= c.max_skew
+            allowed[topology.overflow] = True  # nodes without the key (`has_all` leaves them out)
+            within = allowed[topology.gather]
+            cycle.within.append(within)
+            fits = facts.has_all & within if fits is None else fits & within
         cycle.fits = fits
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
@@ -404,11 +406,11 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
         facts = self._node_facts(pod, cluster, cycle.hard, require_all=True, fold_missing=False)
         undecided = np.ones(rejected.size, dtype=bool)
         missing_label = skew = 0
-        for topology, skewed in zip(facts.topologies, cycle.skewed, strict=True):
+        for topology, within in zip(facts.topologies, cycle.within, strict=True):
             missing = undecided & ~topology.has[rejected]
             missing_label += int(np.count_nonzero(missing))
             undecided &= ~missing
-            over = undecided & skewed[rejected]
+            over = undecided & ~within[rejected]
             skew += int(np.count_nonzero(over))
             undecided &= ~over
         return +Counter({REASON_MISSING_LABEL: missing_label, REASON: skew})
@@ -423,10 +425,10 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
         if cycle.fits is None:
             self._prefilter(pod, cluster, cycle)
         undecided = np.ones(rejected.size, dtype=bool)
-        for topology, skewed in zip(facts.topologies, cycle.skewed, strict=True):
+        for topology, within in zip(facts.topologies, cycle.within, strict=True):
             missing = undecided & ~topology.has[rejected]
             resolvable &= ~missing
-            undecided &= ~missing & ~skewed[rejected]
+            undecided &= ~missing & within[rejected]
         return resolvable
 
     # ------------------------------------------------------------------ score

@@ -12,7 +12,8 @@ kube-scheduler does: `100 - 100 * count / max(count)`, so with no such taints an
 node scores 100.
 
 Nodes with the same taints share one evaluation, so a cluster with thousands of nodes but a
-handful of distinct taint sets costs a handful of checks per pod.
+handful of distinct taint sets costs a handful of checks per pod; pods with the same tolerations
+share the result until a node changes.
 
 Args: none.
 
@@ -31,7 +32,7 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, NoArgs, ScorePlugin, default_normalize
+from placer.engine.framework import FilterPlugin, NoArgs, ScorePlugin, StaticCache, default_normalize
 from placer.engine.objects import PodInfo, Taint, Toleration
 
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
@@ -57,24 +58,39 @@ class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
     name: ClassVar[str] = "TaintToleration"
     reason: ClassVar[str] = "node(s) had untolerated taint(s)"
 
+    def __init__(self, args: NoArgs) -> None:
+        super().__init__(args)
+        # per tolerations, until a node changes: the filter's mask, and the score's count per slot
+        # (None: no node has a PreferNoSchedule taint they leave untolerated)
+        self._masks: StaticCache[np.ndarray] = StaticCache()
+        self._counts: StaticCache[tuple[np.ndarray | None]] = StaticCache()
+
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         groups = cluster.taint_groups
         if len(groups) == 1 and not groups[0]:
             return None
-        group_ok = np.fromiter(
-            (first_untolerated(taints, pod.tolerations) is None for taints in groups),
-            dtype=bool,
-            count=len(groups),
-        )
-        return group_ok[cluster.taint_group[: cluster.size]]
+        mask = self._masks.get(cluster, pod.tolerations)
+        if mask is None:
+            group_ok = np.fromiter(
+                (first_untolerated(taints, pod.tolerations) is None for taints in groups),
+                dtype=bool,
+                count=len(groups),
+            )
+            mask = self._masks.put(pod.tolerations, group_ok[cluster.taint_group[: cluster.size]])
+        return mask
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
-        per_group = np.fromiter(
-            (intolerable_preferences(taints, pod.tolerations) for taints in cluster.taint_groups),
-            dtype=np.int64,
-            count=len(cluster.taint_groups),
-        )
-        return per_group[cluster.taint_group[slots]]
+        cached = self._counts.get(cluster, pod.tolerations)
+        if cached is None:
+            per_group = np.fromiter(
+                (intolerable_preferences(taints, pod.tolerations) for taints in cluster.taint_groups),
+                dtype=np.int64,
+                count=len(cluster.taint_groups),
+            )
+            counts = per_group[cluster.taint_group[: cluster.size]] if per_group.any() else None
+            cached = self._counts.put(pod.tolerations, (counts,))
+        counts = cached[0]
+        return np.zeros(slots.size, dtype=np.int64) if counts is None else counts[slots]
 
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         return default_normalize(raw, reverse=True)

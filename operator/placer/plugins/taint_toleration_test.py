@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from placer.engine.objects import parse_node as pod_info_node
 from placer.engine.profile import ProfileError
 from placer.testing import (
     cluster_of,
@@ -227,3 +228,22 @@ def test_numeric_operators_parse_and_tolerate_nothing() -> None:
 def test_takes_no_args() -> None:
     with pytest.raises(ProfileError, match=r'profile "t": filters\[0\] TaintToleration: args.x: Extra inputs'):
         make_profile(filters=[{"name": "TaintToleration", "args": {"x": 1}}], name="t")
+
+
+def test_pods_with_the_same_tolerations_share_an_answer_until_a_node_changes() -> None:
+    plugin = make_plugin("TaintToleration")
+    cluster = cluster_of([node("a", taints=["dedicated=gpu:NoSchedule"]), node("b", taints=["spot:PreferNoSchedule"]),
+                          node("c")])
+    tolerant = [{"key": "dedicated", "operator": "Exists"}]
+    assert filter_result(plugin, pod("p1"), cluster) == {"a": False, "b": True, "c": True}
+    assert filter_result(plugin, pod("p2", tolerations=tolerant), cluster) == {"a": True, "b": True, "c": True}
+    assert raw_scores(plugin, pod("p1"), cluster) == {"a": 0, "b": 1, "c": 0}
+    # the nodes' taints change: the next pod of the same shape sees it
+    cluster.upsert_node(pod_info_node(node("a")))
+    cluster.upsert_node(pod_info_node(node("c", taints=["dedicated=gpu:NoExecute", "spot:PreferNoSchedule"])))
+    assert filter_result(plugin, pod("p3"), cluster) == {"a": True, "b": True, "c": False}
+    assert raw_scores(plugin, pod("p3"), cluster) == {"a": 0, "b": 1, "c": 1}
+    cluster.upsert_node(pod_info_node(node("b")))
+    cluster.upsert_node(pod_info_node(node("c")))
+    assert raw_scores(plugin, pod("p4"), cluster) == {"a": 0, "b": 0, "c": 0}
+    assert scores(plugin, pod("p4"), cluster) == {"a": 100, "b": 100, "c": 100}
