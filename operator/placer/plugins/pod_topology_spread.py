@@ -77,7 +77,7 @@ from placer.engine.matching import MatchingPods, PodQuery
 from placer.engine.objects import PodInfo
 from placer.engine.relations import DO_NOT_SCHEDULE, HONOR, IGNORE, SCHEDULE_ANYWAY, SpreadConstraint
 from placer.plugins._selectors import required_affinity_mask
-from placer.plugins.taint_toleration import first_untolerated
+from placer.plugins.taint_toleration import tolerated_nodes
 
 __all__ = ["PodTopologySpread", "PodTopologySpreadArgs"]
 
@@ -217,7 +217,7 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
         self._memo: CycleMemo[_Cycle] = CycleMemo()
         self._nodes: StaticCache[_Nodes] = StaticCache()
         self._affinity: StaticCache[np.ndarray | None] = StaticCache()
-        self._taints: StaticCache[np.ndarray | None] = StaticCache()
+        self._taints: StaticCache[np.ndarray] = StaticCache()
         self._values: StaticCache[tuple[np.ndarray, int]] = StaticCache()
         self._selectors: dict[Any, tuple[tuple[SpreadConstraint, ...], ...]] = {}
         self._selectors_of: tuple[weakref.ref[Catalog] | None, tuple[int, int, int]] = (None, (-1, -1, -1))
@@ -280,18 +280,7 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
         return mask
 
     def _taint_mask(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
-        groups = cluster.taint_groups
-        if len(groups) == 1 and not groups[0]:
-            return None
-        mask = self._taints.get(cluster, pod.tolerations)
-        if mask is None:
-            tolerated = np.fromiter(
-                (first_untolerated(taints, pod.tolerations) is None for taints in groups),
-                dtype=bool,
-                count=len(groups),
-            )
-            mask = self._taints.put(pod.tolerations, tolerated[cluster.taint_group[: cluster.size]])
-        return mask
+        return tolerated_nodes(pod, cluster, self._taints)
 
     def _node_facts(
         self,

@@ -54,6 +54,24 @@ def intolerable_preferences(taints: tuple[Taint, ...], tolerations: tuple[Tolera
     )
 
 
+
+def tolerated_nodes(pod: PodInfo, cluster: ClusterState, cache: StaticCache[np.ndarray]) -> np.ndarray | None:
+    """Per node slot, whether the pod tolerates every NoSchedule/NoExecute taint there (None: no
+    node has a taint); kept in `cache` per tolerations until a node changes. TaintToleration's
+    filter, and PodTopologySpread's `nodeTaintsPolicy: Honor`."""
+    groups = cluster.taint_groups
+    if len(groups) == 1 and not groups[0]:
+        return None
+    mask = cache.get(cluster, pod.tolerations)
+    if mask is None:
+        tolerated = np.fromiter(
+            (first_untolerated(taints, pod.tolerations) is None for taints in groups),
+            dtype=bool,
+            count=len(groups),
+        )
+        mask = cache.put(pod.tolerations, tolerated[cluster.taint_group[: cluster.size]])
+    return mask
+
 class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
     name: ClassVar[str] = "TaintToleration"
     reason: ClassVar[str] = "node(s) had untolerated taint(s)"
@@ -66,18 +84,7 @@ class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
         self._counts: StaticCache[tuple[np.ndarray | None]] = StaticCache()
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
-        groups = cluster.taint_groups
-        if len(groups) == 1 and not groups[0]:
-            return None
-        mask = self._masks.get(cluster, pod.tolerations)
-        if mask is None:
-            group_ok = np.fromiter(
-                (first_untolerated(taints, pod.tolerations) is None for taints in groups),
-                dtype=bool,
-                count=len(groups),
-            )
-            mask = self._masks.put(pod.tolerations, group_ok[cluster.taint_group[: cluster.size]])
-        return mask
+        return tolerated_nodes(pod, cluster, self._masks)
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
         cached = self._counts.get(cluster, pod.tolerations)
