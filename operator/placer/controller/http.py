@@ -382,17 +382,10 @@ class _Connection(asyncio.Protocol):
                 if self.stream is None:
                     if len(buf) < size:
                         return
-                    if len(buf) == size:
-                        body = bytes(buf)
-                        buf.clear()
-                    else:
-                        body = bytes(buf[:size])
-                        del buf[:size]
                     self.remaining = 0
-                    self._done(body)
+                    self._done(_take(buf, size))
                 else:
-                    piece = bytes(buf[:size])
-                    del buf[:size]
+                    piece = _take(buf, size)
                     self.remaining = size - len(piece)
                     self._piece(piece)
                     if not self.remaining:
@@ -411,12 +404,7 @@ class _Connection(asyncio.Protocol):
                 self.state = _CHUNK_DATA if size else _TRAILERS
             elif state == _CHUNK_DATA:
                 size = self.remaining
-                if len(buf) <= size:
-                    piece = bytes(buf)
-                    buf.clear()
-                else:
-                    piece = bytes(buf[:size])
-                    del buf[:size]
+                piece = _take(buf, size)
                 self.remaining = size - len(piece)
                 self._piece(piece)
                 if not self.remaining:
@@ -898,3 +886,15 @@ class HttpClient:
             if not waiter.done():
                 waiter.set_result(None)
                 return
+
+
+def _take(buf: bytearray, size: int) -> bytes:
+    """Up to `size` bytes off the front of `buf` (all of it without a copy of the rest when it
+    holds no more)."""
+    if len(buf) <= size:
+        piece = bytes(buf)
+        buf.clear()
+    else:
+        piece = bytes(buf[:size])
+        del buf[:size]
+    return piece
