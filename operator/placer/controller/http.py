@@ -52,9 +52,12 @@ __all__ = [
     "HIGH_WATER",
     "KEEPALIVE",
     "HttpClient",
+    "BodyTooLargeError",
     "HttpError",
+    "NotSentError",
     "Response",
     "Stream",
+    "TlsVerificationError",
     "proxy_from_environment",
     "tls_context",
 ]
@@ -69,6 +72,19 @@ _IDLE, _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_C
 
 class HttpError(OSError):
     """The connection ended before the whole reply came, or the reply broke HTTP/1.1."""
+
+
+class NotSentError(HttpError):
+    """The request never left: no connection could be had (refused, unreachable, the proxy said no,
+    the TLS handshake failed, the pool closed). Any request, a write included, may be sent again."""
+
+
+class TlsVerificationError(NotSentError):
+    """The server's certificate or name did not verify: retrying cannot help (reported once)."""
+
+
+class BodyTooLargeError(HttpError):
+    """A reply body (or a watch line) longer than the client's bound."""
 
 
 class Response:
