@@ -7,6 +7,7 @@
   certificate of the CA; it records the client certificates' common names.
 - `Proxy`: an HTTP proxy: CONNECT tunnels and absolute-form requests, both piped to their target;
   it records what it was asked (request lines, Proxy-Authorization) and can require credentials.
+- `Socks5Proxy`: a SOCKS5 proxy (user and password optional) recording the destinations asked for.
 """
 
 from __future__ import annotations
@@ -162,3 +163,51 @@ class Proxy(_Server):
         else:  # absolute-form: to the server it names, as it was sent
             parts = urlsplit(target)
             await _splice(reader, writer, parts.hostname or "", parts.port or 80, head)
+
+
+@dataclass
+class Socks5Proxy(_Server):
+    """A SOCKS5 proxy on 127.0.0.1 (RFC 1928 CONNECT; RFC 1929 user and password if `credentials`
+    "user:pass" is set); it records the destinations asked for, as (address type, host, port)."""
+
+    credentials: str | None = None
+    destinations: list[tuple[int, str, int]] = field(default_factory=list)
+
+    async def start(self) -> Socks5Proxy:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            _, count = await reader.readexactly(2)
+            methods = await reader.readexactly(count)
+            method = 2 if self.credentials is not None else 0
+            if method not in methods:
+                writer.write(b"\x05\xff")
+                return
+            writer.write(bytes([5, method]))
+            if method == 2:
+                _, size = await reader.readexactly(2)
+                user = await reader.readexactly(size)
+                password = await reader.readexactly((await reader.readexactly(1))[0])
+                granted = f"{user.decode()}:{password.decode()}" == self.credentials
+                writer.write(b"\x01\x00" if granted else b"\x01\x01")
+                if not granted:
+                    return
+            _, _, _, kind = await reader.readexactly(4)  # (version, CONNECT, reserved)
+            if kind == 1:
+                host = ".".join(str(byte) for byte in await reader.readexactly(4))
+            elif kind == 3:
+                host = (await reader.readexactly((await reader.readexactly(1))[0])).decode()
+            else:
+                writer.write(b"\x05\x08\x00\x01\x00\x00\x00\x00\x00\x00")  # address type not supported
+                return
+            port = int.from_bytes(await reader.readexactly(2), "big")
+            self.destinations.append((kind, host, port))
+            writer.write(b"\x05\x00\x00\x01\x00\x00\x00\x00\x00\x00")
+            await _splice(reader, writer, host, port)
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()

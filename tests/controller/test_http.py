@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from placer.controller import http
+from placer.controller import http_stream
 from placer.controller.http import HttpClient, HttpError, proxy_from_environment
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -314,7 +314,7 @@ async def test_a_silent_stream_times_out() -> None:
 
 
 async def test_a_stream_not_read_pauses_the_socket_and_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http, "HIGH_WATER", 1000)
+    monkeypatch.setattr(http_stream, "HIGH_WATER", 1000)
     line = b'{"type":"MODIFIED","object":{}}\n'
 
     async def handler(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -361,8 +361,8 @@ async def test_closing_a_stream_midway_hangs_up() -> None:
 def test_bad_urls_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="only http:// and https://"):
         HttpClient("unix:///var/run/k8s.sock")
-    with pytest.raises(ValueError, match="unsupported proxy URL"):
-        HttpClient("https://127.0.0.1:6443", proxy="socks5://127.0.0.1:1080")
+    with pytest.raises(ValueError, match=r"unsupported proxy URL 'socks4://127\.0\.0\.1:1080'"):
+        HttpClient("https://127.0.0.1:6443", proxy="socks4://127.0.0.1:1080")
 
 
 def test_the_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

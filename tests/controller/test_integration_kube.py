@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -350,17 +351,25 @@ async def test_an_https_proxy_tls_inside_tls(
 @pytest.mark.usefixtures("no_proxy_variables")
 async def test_the_proxy_from_the_environment_and_no_proxy(
         kube_emulator: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server named `placer-emu.test` (resolved to the emulator here): a loopback address is
+    never proxied, as client-go never proxies it (placer.controller.proxy_env)."""
+    name, resolve = "placer-emu.test", socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo",
+                        lambda host, *args, **kwargs: resolve("127.0.0.1" if host == name else host, *args, **kwargs))
+    named = kube_emulator.write_kubeconfig(tmp_path / "kc")
+    named.write_text(named.read_text().replace("127.0.0.1", name))
     proxy = await Proxy().start()
     try:
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
-        client = await connect(kube_emulator.write_kubeconfig(tmp_path / "kc"))
-        try:
-            assert (await client.request("GET", "/version")).ok
-        finally:
-            await client.close()
-        assert proxy.lines == [f"GET {kube_emulator.url}/version HTTP/1.1"]
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-        client = await connect(kube_emulator.write_kubeconfig(tmp_path / "kc"))
+        for path in (named, kube_emulator.write_kubeconfig(tmp_path / "loopback")):
+            client = await connect(path)
+            try:
+                assert (await client.request("GET", "/version")).ok
+            finally:
+                await client.close()
+        assert proxy.lines == [f"GET {kube_emulator.url.replace('127.0.0.1', name)}/version HTTP/1.1"]
+        monkeypatch.setenv("NO_PROXY", name)
+        client = await connect(named)
         try:
             assert (await client.request("GET", "/version")).ok
         finally:

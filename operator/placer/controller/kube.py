@@ -16,19 +16,18 @@ handlers) keep Kopf's aiohttp sessions.
 Bodies are raw JSON in and out, no model (de)serialization, encoded and decoded by orjson (the
 stdlib's `json` only for what orjson refuses: non-string keys, integers beyond 64 bits to encode,
 NaN or lone surrogates to decode).
-Transient failures (429 honouring `Retry-After`, 500/502/503/504, timeouts, connection errors) are
-retried with exponential backoff and full jitter. Nothing here logs headers or bodies: tokens
-never reach a log.
+Failures are retried with exponential backoff and full jitter as `placer.controller.retry` says:
+reads after connection errors and timeouts, a write only when it never left or its caller says
+it is safe to send again (`Replay`); 429 and 503 for every call, 500/502/504 for replay-safe ones;
+`Retry-After` in whole seconds, capped; certificate failures never. LISTs are paged by
+`placer.controller.listing`. Nothing here logs headers or bodies: tokens never reach a log.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import json
-import logging
-import random
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -38,8 +37,11 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
-from placer.controller.http import HttpClient, proxy_from_environment, tls_context
+from placer.controller.http import HttpClient, tls_context
 from placer.controller.kubeconfig import Configuration, connection_info, load_configuration
+from placer.controller.listing import LIST_PAGE, Pages, list_objects
+from placer.controller.proxy_env import proxy_for
+from placer.controller.retry import ApiError, Attempts, Replay, certificate_error, certificate_failure, write_replay
 from placer.engine.framework import JSON_PATCH as JSON_PATCH_TYPE
 from placer.engine.framework import MERGE_PATCH as MERGE_PATCH_TYPE
 from placer.engine.framework import STRATEGIC_MERGE_PATCH as STRATEGIC_PATCH_TYPE
@@ -55,12 +57,11 @@ __all__ = [
     "BindResult",
     "KubeClient",
     "Pages",
+    "Replay",
     "Reply",
     "connection_info",
     "load_configuration",
 ]
-
-logger = logging.getLogger("placer.kube")
 
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
@@ -69,9 +70,6 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 CONTENT_TYPES = {
     MERGE_PATCH_TYPE: MERGE_PATCH, JSON_PATCH_TYPE: JSON_PATCH, STRATEGIC_PATCH_TYPE: STRATEGIC_MERGE_PATCH,
 }
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-LIST_PAGE = 500
-MAX_RETRY_AFTER = 60.0  # honour the server's Retry-After, within reason
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9/._~:@!$&'()*+,;=%-]*")  # sent as it is; anything else is quoted
 
 
@@ -110,24 +108,18 @@ def http_client(configuration: Configuration, pool_size: int) -> HttpClient:
         )
     return HttpClient(
         configuration.host, ssl_context=context, server_hostname=getattr(configuration, "tls_server_name", None),
-        proxy=configuration.proxy or proxy_from_environment(configuration.host),
+        proxy=configuration.proxy or proxy_for(configuration.host),  # as client-go: proxy-url, else the env
         proxy_headers=getattr(configuration, "proxy_headers", None), limit=pool_size,
     )
-
-
-class ApiError(Exception):
-    """A call that failed for good; `status` is 0 when no HTTP answer came at all."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}" if status else message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
     status: int
     data: bytes
+    #: an earlier attempt of this call may have reached the server (no answer came, or a 500, 502
+    #: or 504): a 409 may be that attempt's doing (only replay-safe calls are ever sent again)
+    resent: bool = False
 
     @property
     def ok(self) -> bool:
@@ -161,60 +153,6 @@ class BindOutcome:
     answered: bool = True  # False: the last attempt got no HTTP answer at all (server unreachable)
 
 
-class Pages:
-    """A LIST page by page, as an async iterator of (items, the list's resourceVersion, whether the
-    listing started over); `close()` when done with it.
-
-    The first page is asked for on creation, and each next page before this one is handed out, so
-    the server prepares it while the caller files this one. A listing starts over when its continue
-    token expired (410): the caller drops what the earlier pages proved."""
-
-    def __init__(
-        self, request: Callable[..., Awaitable[Reply]], path: str, query: Sequence[tuple[str, str]], limit: int
-    ) -> None:
-        self._request, self.path, self._query, self._limit = request, path, list(query), limit
-        self._token = ""
-        self._restarted = False
-        self._pending: asyncio.Future[Reply] | None = self._page()
-
-    def _page(self) -> asyncio.Future[Reply]:
-        params = [*self._query, ("limit", str(self._limit)), *((("continue", self._token),) if self._token else ())]
-        return asyncio.ensure_future(self._request("GET", self.path, query=params))
-
-    def __aiter__(self) -> Pages:
-        return self
-
-    async def __anext__(self) -> tuple[list[Any], str, bool]:
-        while self._pending is not None:
-            reply = await self._pending
-            if reply.status == 410 and self._token:  # the continue token expired: start over
-                self._token, self._restarted = "", True
-                self._pending = self._page()
-                continue
-            if not reply.ok:
-                self._pending = None
-                raise ApiError(reply.status, f"GET {self.path}: {reply.message()}")
-            body = reply.json() or {}
-            meta = body.get("metadata") or {}
-            self._token = meta.get("continue") or ""
-            self._pending = self._page() if self._token else None
-            if self._pending is not None:
-                await asyncio.sleep(0)  # the request goes out before the caller files this page
-            restarted, self._restarted = self._restarted, False
-            return list(body.get("items") or []), str(meta.get("resourceVersion") or ""), restarted
-        raise StopAsyncIteration
-
-    def close(self) -> None:
-        """Abandon the page in flight, if any (its failure, if it failed, is no one's to report)."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        if not pending.done():
-            pending.cancel()
-        elif not pending.cancelled():
-            pending.exception()
-
-
 class KubeClient:
     """Raw-JSON calls with retries; `last_answer` (monotonic) says when the server last answered."""
 
@@ -232,6 +170,7 @@ class KubeClient:
         self.configuration = configuration
         self._http = http_client(configuration, pool_size)
         self._base = urlsplit(configuration.host).path.rstrip("/")  # a server URL may have a path prefix
+        self._server = urlsplit(configuration.host).netloc.rpartition("@")[2]  # for messages
         self._authorization: str | None = None  # cached unless the configuration refreshes it
         self._auth_line = ""  # "Authorization: <_authorization>\r\n"
         self.retries = retries
@@ -274,10 +213,6 @@ class KubeClient:
 
     # ----------------------------------------------------------------- the one request path
 
-    def _backoff(self, attempt: int) -> float:
-        """Full jitter: uniform in [0, base * 2^attempt], capped."""
-        return random.uniform(0, min(self.max_backoff, self.base_backoff * 2**attempt))
-
     async def request(
         self,
         method: str,
@@ -287,15 +222,18 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         retries: int | None = None,
+        replay: Replay | None = None,
     ) -> Reply:
-        """Send one call, retrying transient failures; any final HTTP answer is returned as a Reply."""
-        retries = self.retries if retries is None else retries
+        """Send one call, retrying what `placer.controller.retry` allows; any final HTTP answer is
+        returned as a Reply. `replay`: whether the call may go again once it may have reached the
+        server (default: reads yes, writes no)."""
+        attempts = Attempts(method, path, Replay.of(method, replay), self.retries if retries is None else retries,
+                            self.base_backoff, self.max_backoff)
         data = None if body is None else dumps(body)
         target = self._base + request_target(path, query)
         http = self._http
-        attempt = 0
         while True:
-            delay: float
+            delay: float | None
             try:
                 if self._authorization is None or self.configuration.refresh_api_key_hook is not None:
                     await self._auth_header()
@@ -303,24 +241,20 @@ class KubeClient:
                 response = await http.request(http.encode(method, target, headers, data), self.timeout)
             except (TimeoutError, OSError) as error:
                 self.last_failure = f"{method} {path}: {type(error).__name__}"
-                if attempt >= retries:
-                    raise ApiError(0, f"{method} {path}: {type(error).__name__}: {error}") from None
-                delay = self._backoff(attempt)
+                try:
+                    delay = attempts.failed(error, self._server)
+                except ApiError as final:
+                    raise final from None
             else:
                 status = response.status
                 if status < 500:
                     self.last_answer = time.monotonic()
                 if status == 401:
                     self._authorization = None  # a rotated token: read it again next time
-                if status not in RETRY_STATUSES or attempt >= retries:
-                    return Reply(status, response.body)
+                delay = attempts.answered(status, response.retry_after)
+                if delay is None:
+                    return Reply(status, response.body, attempts.resent)
                 self.last_failure = f"{method} {path}: HTTP {status}"
-                delay = self._backoff(attempt)
-                if status == 429 and response.retry_after:
-                    with contextlib.suppress(ValueError):
-                        delay = min(max(float(response.retry_after), delay), MAX_RETRY_AFTER)
-            attempt += 1
-            logger.debug("retrying %s %s in %.2fs (attempt %d)", method, path, delay, attempt)
             await self._sleep(delay)
 
     async def _call(self, method: str, path: str, ok: tuple[int, ...] = (200, 201), **kwargs: Any) -> Any:
@@ -332,7 +266,8 @@ class KubeClient:
     # ----------------------------------------------------------------- pods
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome:
-        """POST pods/{name}/binding. The UID is a precondition: a re-created pod is not bound by mistake."""
+        """POST pods/{name}/binding. The UID is a precondition: a re-created pod is not bound by mistake.
+        Sent again after a connection error: the repeat's 409 says whether the first attempt bound it."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -340,7 +275,8 @@ class KubeClient:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            reply = await self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body)
+            reply = await self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body,
+                                       replay=Replay.SAFE)
         except ApiError as error:  # only raised when no HTTP answer came
             return BindOutcome(BindResult.FAILED, error.message, answered=False)
         if reply.ok:
@@ -356,32 +292,16 @@ class KubeClient:
         return BindOutcome(BindResult.FAILED, f"HTTP {reply.status}: {message}")
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Reply:
-        """Strategic merge on pods/status: conditions merge by `type`, others are left alone."""
+        """Strategic merge on pods/status: conditions merge by `type`, others are left alone (the
+        same patch twice is the patch once: it may be sent again)."""
         return await self.request(
             "PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", body=patch,
-            content_type=STRATEGIC_MERGE_PATCH,
+            content_type=STRATEGIC_MERGE_PATCH, replay=Replay.SAFE,
         )
 
     async def list_objects(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]:
         """Every item of a collection, paged; returns (items, the list's resourceVersion)."""
-        items: list[Any] = []
-        token = ""
-        while True:
-            params = [*query, ("limit", str(LIST_PAGE))]
-            if token:
-                params.append(("continue", token))
-            reply = await self.request("GET", path, query=params)
-            if reply.status == 410 and token:  # the continue token expired: start over
-                items, token = [], ""
-                continue
-            if not reply.ok:
-                raise ApiError(reply.status, f"GET {path}: {reply.message()}")
-            body = reply.json() or {}
-            items.extend(body.get("items") or [])
-            meta = body.get("metadata") or {}
-            token = meta.get("continue") or ""
-            if not token:
-                return items, str(meta.get("resourceVersion") or "")
+        return await list_objects(self.request, path, query)
 
     def list_pages(self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE) -> Pages:
         """A collection's LIST page by page (`Pages`); its first page is asked for at once."""
@@ -394,12 +314,19 @@ class KubeClient:
 
         A refusal (any non-200 answer, e.g. 410 for a resourceVersion too old) raises ApiError;
         so does a stream that stays silent longer than `read_timeout` (bookmarks keep it talking).
+        A connection error or timeout is raised as it is, for the informer to resume after its
+        backoff; a certificate failure becomes an ApiError saying so (logged once).
         """
         http = self._http
         target = self._base + request_target(path, [*query, ("watch", "true")])
         await self._auth_header()
         data = http.encode("GET", target, self._headers(None), None)
-        stream = await http.stream(data, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        try:
+            stream = await http.stream(data, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        except OSError as error:
+            if certificate_failure(error) is None:
+                raise
+            raise certificate_error(self._server, "watch", path, error) from None
         try:
             if stream.status != 200:
                 reply = Reply(stream.status, await stream.read())
@@ -419,25 +346,35 @@ class KubeClient:
 
     async def write(self, write: Write) -> Reply:
         """A plugin's (or preemption's) `Write`: a PATCH of the object or its subresource, a
-        DELETE, its preconditions in the body (`Write.body`), or a POST creating it."""
+        DELETE, its preconditions in the body (`Write.body`), or a POST creating it; sent again
+        after a connection error only when `write_replay` finds that safe."""
+        replay = write_replay(write)
         if write.delete:
-            return await self.request("DELETE", write.target.path(), body=write.body(), retries=write.retries)
+            return await self.request("DELETE", write.target.path(), body=write.body(), retries=write.retries,
+                                      replay=replay)
         if write.create:
-            return await self.request("POST", write.target.collection_path(), body=write.body(), retries=write.retries)
+            return await self.request("POST", write.target.collection_path(), body=write.body(),
+                                      retries=write.retries, replay=replay)
         return await self.request(
             "PATCH", write.target.path(write.subresource), body=write.body(),
-            content_type=CONTENT_TYPES[write.patch_type], retries=write.retries,
+            content_type=CONTENT_TYPES[write.patch_type], retries=write.retries, replay=replay,
         )
 
     # ----------------------------------------------------------------- events.k8s.io/v1
 
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> Reply:
-        return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=event)
+        """POST an Event. One with a fixed `metadata.name` is sent again after a connection error
+        (a 409 then, `Reply.resent`, is the first attempt having landed); a `generateName` one never
+        is: its repeat would be a second Event."""
+        named = bool((event.get("metadata") or {}).get("name"))
+        return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=event,
+                                  replay=Replay.SAFE if named else Replay.NEVER)
 
     async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Reply:
+        """A merge patch of an Event's `series` (the same values twice: it may be sent again)."""
         return await self.request(
             "PATCH", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}", body=patch,
-            content_type=MERGE_PATCH,
+            content_type=MERGE_PATCH, replay=Replay.SAFE,
         )
 
     # ----------------------------------------------------------------- SchedulerProfiles
@@ -445,7 +382,7 @@ class KubeClient:
     async def patch_profile_status(self, name: str, patch: Mapping[str, Any]) -> Reply:
         return await self.request(
             "PATCH", f"/apis/placer.dev/v1alpha1/schedulerprofiles/{name}/status", body=patch,
-            content_type=MERGE_PATCH,
+            content_type=MERGE_PATCH, replay=Replay.SAFE,
         )
 
     # ----------------------------------------------------------------- metrics.k8s.io
@@ -475,8 +412,18 @@ class KubeClient:
         return reply.json()
 
     async def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> dict[str, Any]:
-        """Raises ApiError(409) when someone created it first."""
-        return await self._call("POST", self._lease_path(namespace), body=lease, retries=1)
+        """Raises ApiError(409) when someone created it first. Sent again after a connection error:
+        a 409 then may be our first attempt, so the Lease is read and taken as created when its
+        holder is ours (`spec.holderIdentity` of `lease`), else it is someone else's: the 409."""
+        reply = await self.request("POST", self._lease_path(namespace), body=lease, retries=1, replay=Replay.SAFE)
+        if reply.status == 409 and reply.resent:
+            holder = (lease.get("spec") or {}).get("holderIdentity")
+            found = await self.get_lease(namespace, str((lease.get("metadata") or {}).get("name") or ""))
+            if holder and found is not None and (found.get("spec") or {}).get("holderIdentity") == holder:
+                return found
+        if reply.status not in (200, 201):
+            raise ApiError(reply.status, f"POST {self._lease_path(namespace)}: {reply.message()}")
+        return reply.json()
 
     async def update_lease(self, namespace: str, name: str, lease: Mapping[str, Any]) -> dict[str, Any]:
         """PUT with the resourceVersion we read: raises ApiError(409) when someone wrote in between."""

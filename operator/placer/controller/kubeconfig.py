@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placer.controller.proxy_env import parse_proxy_url
+
 if TYPE_CHECKING:
     import kopf
 
@@ -339,7 +341,11 @@ def _configure(cluster: _Entry, user: _Entry | None) -> Configuration:
             raise ConfigError(f"{cluster.where}: insecure-skip-tls-verify must be true or false")
         configuration.verify_ssl = not insecure
     configuration.tls_server_name = cluster.text("tls-server-name")
-    configuration.proxy = cluster.text("proxy-url")
+    proxy_url = cluster.text("proxy-url")
+    try:  # checked as client-go checks it (kubectl refuses what it refuses), its password never shown
+        configuration.proxy = parse_proxy_url(proxy_url) if proxy_url is not None else None
+    except ValueError as error:
+        raise ConfigError(f"{cluster.where}: invalid 'proxy-url': {error}") from None
     if user is None:
         return configuration
     token = user.text("token")

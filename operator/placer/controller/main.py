@@ -37,6 +37,7 @@ from placer.controller.kube import ApiError, KubeClient
 from placer.controller.kubeconfig import ConfigError
 from placer.controller.loop import SchedulingLoop
 from placer.controller.options import Options
+from placer.controller.proxy_env import ProxyError
 from placer.controller.state import SchedulerState
 from placer.plugins import log_plugins
 
@@ -283,7 +284,7 @@ def run(
         asyncio.run(operate(options, resume_gc=gc_paused))
     except KeyboardInterrupt:
         pass
-    except (ApiError, ConfigError, OSError) as error:
+    except (ApiError, ConfigError, ProxyError, OSError) as error:  # ProxyError: HTTPS_PROXY & co unusable
         logger.error("placer cannot run: %s", error)
         return 1
     except Exception:  # e.g. Kopf stopping on a watch error it does not retry: logged as one record

@@ -320,7 +320,7 @@ class Reporter:
         finally:
             if series is not None:
                 series.busy = False
-        if not reply.ok:
+        if not reply.ok and not (reply.status == 409 and reply.resent):  # (409 then: the first attempt landed)
             self.metrics.api_errors.inc(call="create_event")
             logger.debug("event %s/%s: HTTP %d %s", namespace, event["metadata"]["name"], reply.status, reply.message())
             if series is not None and self._series.get(series_key(event)) is series:
