@@ -49,7 +49,8 @@ KUBERNETES_VERSION = "1.30"
 # Examples using APIs newer than KUBERNETES_VERSION, validated against the release that serves them
 # (resource.k8s.io/v1, DRA, is GA from 1.34; its pod fields changed since 1.30).
 # spec.schedulingGroup (gang scheduling) is a v1.36 field.
-EXAMPLE_VERSIONS = {"dra-cluster.yaml": "1.36", "gang-cluster.yaml": "1.36", "gang-preemption.yaml": "1.36"}
+EXAMPLE_VERSIONS = {"dra-cluster.yaml": "1.36", "gang-cluster.yaml": "1.36", "gang-preemption.yaml": "1.36",
+                    "gang-topology.yaml": "1.36"}
 CR_API_VERSION = "placer.dev/v1alpha1"
 CR_KIND = "SchedulerProfile"
 

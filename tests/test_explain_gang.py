@@ -72,7 +72,8 @@ async def test_a_gang_member_whose_gang_does_not_fit(kube_emulator: KubeEmulator
     setup(kube_emulator, 3, ["3", "3", "3"])
     doc = await explain_json(kube_emulator, tmp_path, capsys, "default/w0")
     assert doc["node"] is None and doc["scores"] == []
-    assert doc["message"] == "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled"
+    assert doc["message"] == ("pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, "
+                              "one or more plugins asked to wait and no plugin rejected pod")
     assert doc["group"]["placed"] is False and doc["group"]["outcome"] == "unschedulable"
     last = await explain_json(kube_emulator, tmp_path, capsys, "default/w2")
     assert last["message"] == "0/2 nodes are available: 2 Insufficient cpu."
@@ -98,3 +99,42 @@ async def test_podgroups_not_served(kube_emulator: KubeEmulator, tmp_path: Path,
     doc = await explain_json(kube_emulator, tmp_path, capsys, "default/w0")
     assert doc["message"] == 'waiting for pods\'s pod group "job" to appear in scheduling queue'
     assert doc["group"] == {"name": "default/job", "placed": False, "outcome": "waiting", "message": doc["message"]}
+
+
+async def test_a_topology_gang_shows_every_placement_tried(kube_emulator: KubeEmulator, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """TopologyPlacementGenerator in the profile: the group is tried in each rack, and explain says
+    where each member did not fit and which rack won, with its score."""
+    for name, rack, cpu in (("a1", "rack-a", "4"), ("b1", "rack-b", "6"), ("c1", "rack-c", "2")):
+        kube_emulator.add_node(name, cpu=cpu, labels={"example.com/rack": rack})
+    kube_emulator.install_crd(podgroup_crd("scheduling.k8s.io", "v1alpha2"))
+    kube_emulator.create("scheduling.k8s.io/v1alpha2/podgroups", {
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "job"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                 "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]}}}, namespace="default")
+    for i in range(5):
+        kube_emulator.add_pod(f"w{i}", cpu="1", scheduler_name=SCHEDULER,
+                              spec={"schedulingGroup": {"podGroupName": "job"}},
+                              metadata={"creationTimestamp": f"2026-01-01T00:0{i}:00Z"})
+    kube_emulator.create("sp", {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
+                                "metadata": {"name": "main"}, "spec": {
+                                    "schedulerName": SCHEDULER,
+                                    "filters": [{"name": "NodeResourcesFit"}, {"name": "TopologyPlacementGenerator"}],
+                                    "scores": [{"name": "NodeResourcesFit"}, {"name": "PodGroupPodsCount"}]}})
+    doc = await explain_json(kube_emulator, tmp_path, capsys, "default/w0")
+    group = doc["group"]
+    assert doc["node"] == "b1" and group["placement"] == "rack-b" and group["topologyKey"] == "example.com/rack"
+    tried = {t["domain"]: t for t in group["placements"]}
+    assert [(d, t["placed"], t["fits"], t["chosen"]) for d, t in tried.items()] == [
+        ("rack-a", 4, True, False), ("rack-b", 5, True, True), ("rack-c", 2, True, False)]
+    assert tried["rack-b"]["scores"]["PodGroupPodsCount"] == 100
+    assert tried["rack-a"]["scores"]["PodGroupPodsCount"] == 80
+    assert tried["rack-c"]["misses"] == {f"default/w{i}": "0/1 nodes are available: 1 Insufficient cpu."
+                                         for i in (2, 3, 4)}
+    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    code = await asyncio.to_thread(main, ["explain", "--kubeconfig", str(kubeconfig), "default/w0"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "placements (example.com/rack): 3 tried, chosen 'rack-b'" in out
+    assert "  rack-c: 1 node, 2/5 fit, score" in out and "    default/w4: 0/1 nodes are available" in out
+    assert "  <- chosen" in out.split("rack-b:")[1].splitlines()[0]

@@ -654,3 +654,24 @@ def test_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(config())))
     assert main(["import-config", "-"]) == 0
     assert "from <stdin>, profiles[0]" in capsys.readouterr().out
+
+
+def test_topology_aware_workload_scheduling_plugins_map_to_filters_and_scores() -> None:
+    """kube's TopologyAwareWorkloadScheduling plugins (applyTopologyAwareWorkloadScheduling appends
+    them to multiPoint with the gate on): the generator among the filters, PodGroupPodsCount among
+    the scores with its placement weight; at placementGenerate / placementScore alike."""
+    multi = spec_of(config({"plugins": {"multiPoint": {"enabled": [
+        {"name": "GangScheduling"}, {"name": "TopologyPlacementGenerator"},
+        {"name": "PodGroupPodsCount", "weight": 1}]}}}))
+    assert names(multi["filters"])[-2:] == ["GangScheduling", "TopologyPlacementGenerator"]
+    assert scores(multi)["PodGroupPodsCount"] == 1 and scores(multi)["NodeResourcesFit"] == 1
+    points = spec_of(config({"plugins": {
+        "placementGenerate": {"enabled": [{"name": "TopologyPlacementGenerator"}]},
+        "placementScore": {"enabled": [{"name": "PodGroupPodsCount", "weight": 3}]}}}))
+    assert "TopologyPlacementGenerator" in names(points["filters"])
+    assert scores(points)["PodGroupPodsCount"] == 3
+    default = spec_of(config())
+    assert "TopologyPlacementGenerator" not in names(default["filters"])  # the gate is off by default
+    assert problems(config({"plugins": {"placementScore": {"enabled": [{"name": "TopologyPlacementGenerator"}]}}})) \
+        == ["profiles[0].plugins.placementScore.enabled[0]: TopologyPlacementGenerator: plugin "
+            "TopologyPlacementGenerator does not extend placementScore plugin"]

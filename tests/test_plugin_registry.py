@@ -112,7 +112,7 @@ def test_the_registry_holds_the_builtins_from_their_entry_points() -> None:
     assert not plugins.LOAD_ERRORS, [str(e) for e in plugins.LOAD_ERRORS]
     assert set(REGISTRY) == set(builtins) | set(pyproject_entries(EXAMPLE / "pyproject.toml"))
     assert {"NodeResourcesFit", "NodeReady"} <= plugins.FILTER_NAMES and "AnnotationScore" in plugins.SCORE_NAMES
-    assert {"DefaultPreemption"} == plugins.POST_FILTER_NAMES
+    assert {"DefaultPreemption", "DynamicResources"} == plugins.POST_FILTER_NAMES
 
 
 def test_the_example_package_is_found_with_its_distribution() -> None:

@@ -58,7 +58,8 @@ def test_gang_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert len({placements[f"training/mnist-{i}"]["node"] for i in range(5)}) == 5
     assert all(placements[f"training/resnet-{i}"]["node"] is None for i in range(4))
     assert placements["training/resnet-0"]["message"] == (
-        "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled")
+        "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, "
+        "one or more plugins asked to wait and no plugin rejected pod")
     assert placements["training/resnet-1"]["message"] == "0/6 nodes are available: 6 Insufficient cpu."
     # the room resnet did not hold goes to the next groups
     assert all(placements[f"ml/ray-{i}"]["node"] for i in range(3))
@@ -159,3 +160,86 @@ def test_invalid_podgroups_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, _, err = run(capsys, "--cluster", cluster, "--profile", profile)
     assert code == 2
     assert f"{cluster}: {expected}" in err
+
+
+# ----------------------------------------------------------------- topology (TopologyAwareWorkloadScheduling)
+
+GANG_TOPOLOGY = ROOT / "examples" / "gang-topology.yaml"
+RACK = "example.com/rack"
+TOPOLOGY_PROFILE = {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "topology"},
+                    "spec": {"schedulerName": "placer",
+                             "filters": [{"name": "NodeResourcesFit"}, {"name": "GangScheduling"},
+                                         {"name": "TopologyPlacementGenerator"}],
+                             "scores": [{"name": "NodeResourcesFit"}, {"name": "PodGroupPodsCount"}]}}
+
+
+def rack_node(name: str, rack: str, cpu: str = "2") -> dict[str, Any]:
+    return node(name, cpu=cpu, labels={RACK: rack})
+
+
+def topology_gang(name: str, min_count: int) -> dict[str, Any]:
+    return gang(name, min_count, schedulingConstraints={"topology": [{"key": RACK}]})
+
+
+def test_topology_example_gang_goes_whole_into_one_rack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = write(tmp_path / "topology.yaml", TOPOLOGY_PROFILE)
+    result = run_json(capsys, "--cluster", GANG_TOPOLOGY, "--profile", profile)
+    placements = by_pod(result)
+    assert {placements[f"ml/train-{i}"]["node"] for i in range(5)} <= {"b1", "b2", "b3"}
+    assert all(placements[f"ml/big-{i}"]["node"] is None for i in range(7))
+    train = placements["ml/train-0"]["group"]
+    assert train["placement"] == "rack-b" and train["topologyKey"] == RACK
+    assert [(t["domain"], t["pods"], t["placed"], t["fits"], t["chosen"]) for t in train["placements"]] == [
+        ("rack-a", 5, 4, False, False), ("rack-b", 5, 5, True, True), ("rack-c", 5, 2, False, False)]
+    big = placements["ml/big-0"]["group"]
+    assert list(big) == ["name", "placed", "topologyKey", "placement", "placements"]
+    assert (big["placed"], big["placement"], len(big["placements"])) == (False, None, 3)
+    code, out, _ = run(capsys, "--cluster", GANG_TOPOLOGY, "--profile", profile)
+    assert code == 0
+    assert ("groups: ml/train placed in example.com/rack=rack-b (tried rack-a 4/5, rack-b 5/5, rack-c 2/5), "
+            "ml/big not placed (tried rack-a 4/7, rack-b 1/7, rack-c 2/7)") in out
+
+
+def test_a_sixth_pod_stays_in_its_groups_rack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # five pods of the gang bound in rack-b; rack-a is empty (LeastAllocated would take it)
+    bound = [member(f"w{i}", "train", "1", i, node_name=f"b{i % 3 + 1}") for i in range(5)]
+    cluster = write(tmp_path / "cluster.yaml", rack_node("a1", "rack-a"), rack_node("a2", "rack-a"),
+                    *(rack_node(f"b{i}", "rack-b") for i in (1, 2, 3)), topology_gang("train", 5), *bound,
+                    member("w5", "train", "1", 9))
+    profile = write(tmp_path / "topology.yaml", TOPOLOGY_PROFILE)
+    sixth = by_pod(run_json(capsys, "--cluster", cluster, "--profile", profile))["default/w5"]
+    assert sixth["node"] in {"b1", "b2", "b3"}
+    assert [t["domain"] for t in sixth["group"]["placements"]] == ["rack-b"]
+
+
+def test_a_gang_no_rack_fits_then_the_rack_that_grows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = [rack_node("a1", "rack-a", "4"), rack_node("b1", "rack-b", "6"), rack_node("c1", "rack-c", "2")]
+    pods = [member(f"p{i}", "seven", "1", i) for i in range(7)]
+    profile = write(tmp_path / "topology.yaml", TOPOLOGY_PROFILE)
+    before = run_json(capsys, "--cluster", write(tmp_path / "a.yaml", *nodes, topology_gang("seven", 7), *pods),
+                      "--profile", profile)
+    assert before["summary"]["scheduled"] == 0
+    grown = [*nodes, rack_node("c2", "rack-c", "6")]
+    after = run_json(capsys, "--cluster", write(tmp_path / "b.yaml", *grown, topology_gang("seven", 7), *pods),
+                     "--profile", profile)
+    assert {p["node"] for p in after["placements"]} <= {"c1", "c2"} and after["summary"]["scheduled"] == 7
+
+
+def test_topology_groups_by_domain_in_the_html_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = write(tmp_path / "topology.yaml", TOPOLOGY_PROFILE)
+    page = tmp_path / "report.html"
+    code, _, err = run(capsys, "--cluster", GANG_TOPOLOGY, "--profile", profile, "--html", page)
+    assert code == 0, err
+    text = page.read_text()
+    assert '<section id="groups"><h2>Groups by domain' in text
+    assert 'data-group="ml/train" data-domain="rack-b" data-chosen="true"' in text
+    assert 'data-group="ml/big" data-domain="rack-a" data-chosen="false"' in text
+    assert "group ml/train in example.com/rack=rack-b" in text
+
+
+def test_topology_example_with_the_default_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    """A PodGroup with a key is placed by topology in any profile (the server shows the gate on)."""
+    result = run_json(capsys, "--cluster", GANG_TOPOLOGY, "--profile", DEFAULT_PROFILE)
+    placements = by_pod(result)
+    assert {placements[f"ml/train-{i}"]["node"] for i in range(5)} <= {"b1", "b2", "b3"}
+    assert placements["ml/big-0"]["group"]["placement"] is None

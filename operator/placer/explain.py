@@ -312,6 +312,11 @@ def group_view(inputs: Inputs, explanation: Explanation, top: int = 3) -> dict[s
     mine = next(d for d in decision.decisions if d.pod == pod.key)
     view.update(placed=decision.now_placed or decision.outcome is Outcome.PREEMPTING,
                 outcome=decision.outcome.value, message=decision.message or None)
+    if decision.placements or (group is not None and group.topology_key):
+        # every placement tried (TopologyPlacementGenerator in the profile), docs/gang.md
+        view["placement"] = decision.placement
+        view["placements"] = [t.as_json() for t in decision.placements]
+        view["topologyKey"] = group.topology_key if group is not None else ""
     explanation.node = mine.preemption.node if mine.preemption is not None else mine.node
     explanation.message = mine.message
     explanation.preemption = mine.preemption
@@ -395,6 +400,28 @@ def _headline(e: Explanation) -> str:
     return where + "pending; no node fits"
 
 
+def _render_placements(group: Mapping[str, Any], out: TextIO) -> None:
+    """Each placement the group was tried in: its nodes, how many of the group fitted, who did not
+    and why, the score of those that fitted, the one chosen."""
+    tried = group.get("placements")
+    if tried is None:
+        return
+    key = group.get("topologyKey") or ""
+    out.write(f"placements{f' ({key})' if key else ''}: {len(tried)} tried"
+              f"{', chosen ' + repr(group['placement']) if group.get('placement') is not None else ''}\n")
+    for t in tried:
+        line = f"  {t['domain'] or '(all nodes)'}: {t['nodes']} node{'' if t['nodes'] == 1 else 's'}, " \
+               f"{t['placed']}/{t['pods']} fit"
+        if "score" in t:
+            parts = ", ".join(f"{name} {score}" for name, score in t["scores"].items())
+            line += f", score {t['score']}" + (f" ({parts})" if parts else "")
+        if "leftover" in t:
+            line += f", leftover {t['leftover']}"
+        out.write(line + ("  <- chosen" if t["chosen"] else "") + "\n")
+        for pod, why in t.get("misses", {}).items():
+            out.write(f"    {pod}: {why}\n")
+
+
 def render_explanation(e: Explanation, out: TextIO, all_nodes: bool = False,
                        group: Mapping[str, Any] | None = None) -> None:
     """The table: a headline, kube's message, every refused node's reasons, the scores."""
@@ -403,6 +430,7 @@ def render_explanation(e: Explanation, out: TextIO, all_nodes: bool = False,
         state = "placed" if group["placed"] else "not placed"
         detail = f" ({group['message']})" if group.get("message") else ""
         out.write(f"group {group['name']}: {state}{detail}\n")
+        _render_placements(group, out)
     if e.message:
         out.write(e.message + "\n")
     names = list(e.rejected)

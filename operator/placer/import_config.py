@@ -18,7 +18,9 @@ written for v1.24, is read the same way, with v1.36's default plugins):
 3. Mapping: kube's `filter` becomes `spec.filters`, `score` `spec.scores`, `postFilter`
    `spec.postFilters` (a Placer plugin runs its own PreFilter/PreScore/Reserve/PreBind steps);
    `permit` is appended to `spec.filters`, where Placer lists a binding-point plugin (one that admits
-   every node: kube's Permit-only `GangScheduling` is Placer's `GangScheduling` there);
+   every node: kube's Permit-only `GangScheduling` is Placer's `GangScheduling` there), and so is
+   `placementGenerate` (`TopologyPlacementGenerator`); `placementScore` goes to `spec.scores` with
+   its weight there (`PodGroupPodsCount`; NodeResourcesFit's placement score is its `scores` entry's);
    `pluginConfig` args go on each entry of that plugin; `percentageOfNodesToScore` is the profile's,
    else the global one.
 
@@ -46,7 +48,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from placer.engine.framework import FilterPlugin, PermitPlugin, PostFilterPlugin, ScorePlugin
+from placer.engine.framework import (
+    FilterPlugin,
+    PermitPlugin,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
+    PostFilterPlugin,
+    ScorePlugin,
+)
 from placer.engine.profile import API_VERSION, KIND, ProfileError, compile_profile, format_location
 from placer.plugins import REGISTRY
 
@@ -145,7 +154,9 @@ KUBE_POINTS: dict[str, frozenset[str]] = {
 #: why an extension point of a kube plugin has no counterpart in Placer's plugin of that name
 KUBE_ONLY_POINTS: dict[tuple[str, str], str] = {
     ("VolumeBinding", "score"): "kube scores volumes only with the alpha gate StorageCapacityScoring",
-    ("DynamicResources", "postFilter"): "Placer does not deallocate claims to retry a pod",
+    ("DynamicResources", "postFilter"): ("Placer's default profile leaves DynamicResources' PostFilter out (list it "
+                                         "in postFilters before DefaultPreemption for kube's claim deallocation)"),
+    ("NodeResourcesFit", "placementScore"): "Placer's NodeResourcesFit scores placements from its scores entry",
 }
 
 EXTENSION_POINTS = (
@@ -154,8 +165,10 @@ EXTENSION_POINTS = (
 )
 # Placer's lists, and the kube extension points each comes from, in that order: a Permit plugin is
 # listed among the filters (it admits every node), after kube's filters (kube permits after filtering)
-SECTIONS = {"filters": ("filter", "permit"), "scores": ("score",), "postFilters": ("postFilter",)}
-ROLES = {"filter": FilterPlugin, "score": ScorePlugin, "postFilter": PostFilterPlugin, "permit": PermitPlugin}
+SECTIONS = {"filters": ("filter", "permit", "placementGenerate"), "scores": ("score", "placementScore"),
+            "postFilters": ("postFilter",)}
+ROLES = {"filter": FilterPlugin, "score": ScorePlugin, "postFilter": PostFilterPlugin, "permit": PermitPlugin,
+         "placementGenerate": PlacementGeneratePlugin, "placementScore": PlacementScorePlugin}
 _PRE = {"preFilter": "filter", "preScore": "score"}
 
 #: kube args' fields Placer's plugin of that name does not take, at the value Placer behaves as
@@ -242,6 +255,10 @@ def _placer_points(name: str) -> frozenset[str]:
         points.add("postFilter")
     if issubclass(cls, PermitPlugin):
         points.add("permit")
+    if issubclass(cls, PlacementGeneratePlugin):
+        points.add("placementGenerate")
+    if issubclass(cls, PlacementScorePlugin):
+        points.add("placementScore")
     return frozenset(points)
 
 
@@ -586,6 +603,11 @@ def _profile(
                 continue
             if any(entry["name"] == name for entry in entries):
                 continue  # a plugin enabled at filter and permit: one entry does both
+            if (name, point) == ("DynamicResources", "postFilter"):
+                # Placer's default profile does not list it (yet): left out, said when the file enables it
+                if plugin.where:
+                    importer.note(f"{name} as {point} left out: {KUBE_ONLY_POINTS[(name, point)]}")
+                continue
             if not issubclass(REGISTRY[name], ROLES[point]):
                 if plugin.where and (name, point) not in KUBE_ONLY_POINTS:
                     continue  # said by _check_point
@@ -597,10 +619,10 @@ def _profile(
                     importer.note(f"{name} as {point} left out: {reason}")
                 continue
             entry: dict[str, Any] = {"name": name}
-            if point == "score":
-                weight = _weight(name, sets["score"], multi_point)
+            if point in ("score", "placementScore"):
+                weight = _weight(name, sets[point], multi_point)
                 if not 1 <= weight <= 100:
-                    source = next((p.where for p in (*sets["score"].enabled, *multi_point.enabled)
+                    source = next((p.where for p in (*sets[point].enabled, *multi_point.enabled)
                                    if p.name == name and p.where), where)
                     importer.fail(f"{source} {name}: weight", f"{weight}: Placer takes a weight of 1..100")
                     continue

@@ -302,12 +302,49 @@ def _scores_table(
             f"</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
+def _verdict(tried: Mapping[str, Any]) -> str:
+    if tried["chosen"]:
+        return "chosen"
+    if tried["fits"]:
+        return "fits, lower placement score"
+    return "too few of the group fit" if tried["nodes"] else "no domain"
+
+
+def _groups_section(placements: Sequence[Mapping[str, Any]], add: Any) -> None:
+    """Groups with a topology key, by domain: each placement tried (nodes, pods that fit, score),
+    the one chosen marked; nothing when no group has one."""
+    groups: dict[str, Mapping[str, Any]] = {}
+    for p in placements:
+        group = p.get("group")
+        if group and group.get("topologyKey") and group["name"] not in groups:
+            groups[group["name"]] = group
+    if not groups:
+        return
+    add('<section id="groups"><h2>Groups by domain<span class="hint">each pod group with a topology key: the '
+        'domains it was tried in, how many of its pods fit there, the placement score where enough did '
+        '(placer explain names who did not fit and why)</span></h2>')
+    add('<table class="groups"><thead><tr><th>group</th><th>key</th><th>domain</th><th class="num">nodes</th>'
+        '<th class="num">fit</th><th class="num">score</th><th>verdict</th></tr></thead><tbody>')
+    for name, group in groups.items():
+        tried = group["placements"] or [{"domain": "(none)", "nodes": 0, "pods": 0, "placed": 0, "fits": False,
+                                    "chosen": False}]
+        for t in tried:
+            state = "chosen" if t["chosen"] else ("fits" if t["fits"] else "no")
+            add(f'<tr class="group-placement {state}" data-group="{_e(name)}" data-domain="{_e(t["domain"])}" '
+                f'data-chosen="{str(t["chosen"]).lower()}"><td>{_e(name)}'
+                f'{"" if group["placed"] else " (not placed)"}</td><td>{_e(group["topologyKey"])}</td>'
+                f'<td class="node-name">{_e(t["domain"])}{" ✓" if t["chosen"] else ""}</td>'
+                f'<td class="num">{t["nodes"]}</td><td class="num">{t["placed"]}/{t["pods"]}</td>'
+                f'<td class="num">{t.get("score", "")}</td><td>{_e(_verdict(t))}</td></tr>')
+    add("</tbody></table></section>")
+
+
 def render_html(
     simulation: Simulation, before: Mapping[str, NodeUsage], out: TextIO, *, sources: Sequence[str] = ()
 ) -> None:
     """The page, written to `out`."""
     after = snapshot(simulation.cluster)
-    placements = [placement(d) for d in simulation.decisions]
+    placements = [placement(d, simulation.groups.get(d.pod)) for d in simulation.decisions]
     totals = summary(simulation)
     weights_by_profile = {
         profile.name: {plugin.name: weight for plugin, weight in profile.scores}
@@ -389,6 +426,8 @@ def render_html(
             f'<td class="num">{received[name] or ""}</td><td class="num">{evicted[name] or ""}</td></tr>')
     add("</tbody></table></section>")
 
+    _groups_section(placements, add)
+
     # --- placements
     add('<section id="placements"><h2>Placements<span class="hint">in queue order; unfold a row for each plugin\'s '
         "score on the best nodes</span></h2>")
@@ -419,7 +458,9 @@ def render_html(
                           f'for {_e(device.get("claim", ""))}')
         group = p.get("group")
         if group:
-            extras.append(f'group {_e(group.get("name", ""))}' + ("" if group.get("placed") else " (not placed)"))
+            domain = group.get("placement")
+            extras.append(f'group {_e(group.get("name", ""))}' + ("" if group.get("placed") else " (not placed)")
+                          + (f' in {_e(group["topologyKey"])}={_e(domain)}' if domain is not None else ""))
         if extras:
             why += f'<div class="message">{"; ".join(extras)}</div>'
         details = ""

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import yaml
 
 from placer.engine.cluster import ClusterState
-from placer.engine.gang import Outcome, decide_group
+from placer.engine.gang import GroupDecision, Outcome, decide_group
 from placer.engine.groups import GROUP_KINDS, GroupRef, group_of, pending_by_group
 from placer.engine.kinds import KINDS_BY_NAME, document_kind, resolve_priority, upsert_object
 from placer.engine.objects import (
@@ -318,8 +318,20 @@ def _place_group(
             if outcome.outcome is Outcome.PREEMPTING:
                 scheduler.assume(pod, decision, profile, cluster)
             _settle(cluster, decision)
-        simulation.groups[pod.key] = {"name": ref.key, "placed": placed}
+        simulation.groups[pod.key] = _group_view(ref, outcome, placed)
         simulation.decisions.append(decision)
+
+
+def _group_view(ref: GroupRef, outcome: GroupDecision, placed: bool) -> dict[str, Any]:
+    """A member's `group` (API.md §4): name and placed, and for a group with a topology key the
+    key, the domain chosen (`placement`, null: none) and every placement tried (docs/cli.md), as
+    `placer explain` gives them."""
+    view: dict[str, Any] = {"name": ref.key, "placed": placed}
+    key = outcome.group.topology_key if outcome.group is not None else ""
+    if key:
+        view.update(topologyKey=key, placement=outcome.placement,
+                    placements=[t.as_json(misses=False) for t in outcome.placements])
+    return view
 
 
 def _summary(decisions: Sequence[Decision]) -> dict[str, int]:
@@ -405,9 +417,21 @@ def render_table(simulation: Simulation, out: TextIO) -> None:
         f"\n{summary['pods']} pods: {summary['scheduled']} scheduled, "
         f"{summary['unschedulable']} unschedulable\n"
     )
-    groups: dict[str, bool] = {}
+    groups: dict[str, str] = {}
     for group in simulation.groups.values():
-        groups.setdefault(group["name"], group["placed"])
+        groups.setdefault(group["name"], group_line(group))
     if groups:
-        out.write("groups: " + ", ".join(f"{name} {'placed' if placed else 'not placed'}"
-                                         for name, placed in groups.items()) + "\n")
+        out.write("groups: " + ", ".join(groups.values()) + "\n")
+
+
+def group_line(group: dict[str, Any]) -> str:
+    """`NS/NAME placed`, and for a group with a topology key its domain and each placement tried
+    (`pods that fit/pods tried`): `ml/train placed in rack=rack-b (tried rack-a 4/5, rack-b 5/5)`."""
+    line = f"{group['name']} {'placed' if group['placed'] else 'not placed'}"
+    key = group.get("topologyKey")
+    if not key:
+        return line
+    if group["placement"] is not None:
+        line += f" in {key}={group['placement']}"
+    tried = [f"{t['domain']} {t['placed']}/{t['pods']}" for t in group["placements"]]
+    return line + (f" (tried {', '.join(tried)})" if tried else " (no placement tried)")

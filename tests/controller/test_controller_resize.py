@@ -55,7 +55,7 @@ def setup() -> tuple[SchedulerState, list[str | None], str]:
     state = unit_state()
     events: list[str | None] = []
     wake = state.cache.wake
-    state.cache.wake = lambda event=None: (events.append(event), wake(event))[-1]
+    state.cache.wake = lambda event=None, *objects: (events.append(event), wake(event, *objects))[-1]
     state.cache.observe_profile(profile("p", "placer"))
     state.cache.observe_node(node("n1", cpu="4"))
     state.cache.observe_pod(resized("running", "3", "3", "3"))

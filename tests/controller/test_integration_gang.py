@@ -131,7 +131,8 @@ async def test_not_enough_room_binds_none_then_all_once_room_appears(
     await until(lambda: all(events_about(emu, n, "FailedScheduling") for n in names), timeout=10)
     assert bound(emu, names) == []  # never a partial gang
     notes = {n: events_about(emu, n, "FailedScheduling")[0]["note"] for n in names}
-    fitted = "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled"
+    fitted = ("pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, "
+              "one or more plugins asked to wait and no plugin rejected pod")
     alone = ("0/1 nodes are available: 1 Insufficient cpu. "
              "preemption: No preemption victims found for incoming preemptor.")
     assert sorted(notes.values()) == sorted([fitted, fitted, alone])

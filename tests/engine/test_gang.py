@@ -13,6 +13,7 @@ from placer.engine.gang import (
     GANG_WAITING,
     GROUP_UNSCHEDULABLE,
     MEMBER_UNSCHEDULABLE,
+    WAP_ENABLED,
     GroupDecision,
     Outcome,
     condition_update,
@@ -323,7 +324,8 @@ def test_a_gang_without_room_holds_nothing() -> None:
         "p1": MEMBER_UNSCHEDULABLE,
         "p2": "0/2 nodes are available: 2 Insufficient cpu.",
     }
-    assert f"pod group is unschedulable, {GANG_WAITING}" == MEMBER_UNSCHEDULABLE
+    kube = f"pod group is unschedulable, {GANG_WAITING}, one or more plugins asked to wait and no plugin rejected pod"
+    assert kube == MEMBER_UNSCHEDULABLE
     assert all(d.node is None and not d.top and not d.reservations for d in decision.decisions)
     # DefaultPreemption is on, but there is nothing of lower priority to evict
     assert decision.condition == ("False", "Unschedulable",
@@ -510,10 +512,18 @@ def test_gang_preemption_takes_a_podgroup_victim_whole() -> None:
 
 def test_gang_preemption_needs_lower_priority_victims() -> None:
     bound = [running("same", "n1", cpu="4", priority=10)]
+    # the PodGroup's priority served (WorkloadAwarePreemption on): the pod's own PostFilter is kube's
+    # DefaultPreemption declining for a pod of a group (its nomination kept); the group says why
     state = cluster(nodes(1), bound, [pod_group("pg", 1, priority=10)])
     decision = decide(state, [member("g", "pg", cpu="4", priority=10)])
     assert decision.outcome is Outcome.UNSCHEDULABLE
-    assert decision.decisions[0].post_filter_message == "preemption: No preemption victims found for incoming preemptor"
+    assert decision.message == f"{GROUP_UNSCHEDULABLE}, No preemption victims found for incoming preemptor"
+    assert decision.decisions[0].post_filter_message == WAP_ENABLED
+    assert WAP_ENABLED == "preemption: not eligible due to workload aware preemption enabled"
+    assert not decision.decisions[0].clears_nomination
+    # not served (the gate off): the group's reason on each pod, as before
+    gate_off = decide(cluster(nodes(1), bound, [pod_group("pg", 1)]), [member("g", "pg", cpu="4", priority=10)])
+    assert gate_off.decisions[0].post_filter_message == "preemption: No preemption victims found for incoming preemptor"
 
 
 def test_gang_priority_from_its_priority_class_else_its_lowest_pod() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from placer.engine.objects import parse_pod
 from placer.engine.queue import SchedulingQueue, queue_order
-from placer.testing import pod
+from placer.testing import make_plugin, pod
+
+FIT = (make_plugin("NodeResourcesFit"),)  # a filter that rejected the pod: its hints judge changes
 
 
 class FakeClock:
@@ -115,6 +117,39 @@ def test_wake_does_not_delay_a_pod_due_sooner() -> None:
     assert queue.next_ready_in() == 1.0
     clock.advance(1.0)
     assert queue.pop() is not None
+
+
+def test_a_woken_pod_goes_when_nothing_is_active_else_after_the_initial_backoff() -> None:
+    """kube's SchedulerPopFromBackoffQ: a pod the filters rejected that a change may help is popped
+    as soon as no active pod is ready; while others are, it waits its initial backoff since its last
+    attempt, not 10 s."""
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(make("p"))  # type: ignore[arg-type]
+    for _ in range(4):  # backoff now 8 s
+        queue.pop()
+        delay = queue.backoff("default/p", rejectors=FIT)
+        clock.advance(delay)  # type: ignore[arg-type]
+    queue.pop()
+    assert queue.backoff("default/p", rejectors=FIT) == 10
+    assert queue.next_ready_in() == 10
+    clock.advance(0.5)
+    queue.wake()
+    assert queue.next_ready_in() == 0.0
+    assert queue.counts() == {"active": 0, "backoff": 1, "in_flight": 0}
+    popped = queue.pop()  # nothing else to do: at once
+    assert popped is not None and popped.key == "default/p"
+    queue.backoff("default/p", rejectors=FIT)
+    queue.add(make("busy", 100))  # type: ignore[arg-type]
+    clock.advance(0.5)
+    queue.wake()
+    assert [p.key for p in (queue.pop(), queue.pop())] == ["default/busy", "default/p"]  # type: ignore[union-attr]
+    queue.backoff("default/p", rejectors=FIT)
+    for name in ("x", "y"):
+        queue.add(make(name))  # type: ignore[arg-type]
+    queue.wake()
+    clock.advance(1.0)  # now due as an active pod: in priority order with the others
+    assert drain(queue) == ["default/p", "default/x", "default/y"]
 
 
 def test_removal_while_queued_waiting_or_in_flight() -> None:
@@ -229,7 +264,8 @@ def test_take_out_of_turn_as_pop_would() -> None:
 
 def test_wake_pod_retries_that_pod_alone_after_the_initial_backoff() -> None:
     """The pod's own update that may help it (its generated ResourceClaim recorded): only it is woken,
-    whatever events it was waiting for, and never sooner than the initial backoff."""
+    whatever events it was waiting for, and (no filter rejected it) never sooner than the initial
+    backoff."""
     clock = FakeClock()
     queue = SchedulingQueue(clock=clock)
     for name in ("p", "q"):
@@ -252,4 +288,29 @@ def test_wake_pod_retries_that_pod_alone_after_the_initial_backoff() -> None:
     assert queue.entry("default/p").state == "in_flight"  # type: ignore[union-attr]
     queue.wake("ResourceClaim")  # q is still interested in its events
     clock.advance(0.0)
+    assert drain(queue) == ["default/q"]
+
+
+def test_wake_pod_moves_that_pod_alone() -> None:
+    """As the test above, for a pod the filters rejected: popped at once when nothing else is ready."""
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    for name in ("p", "q"):
+        queue.add(make(name))  # type: ignore[arg-type]
+    for _ in range(4):  # backoff now 8 s for both
+        for _ in range(2):
+            queue.pop()
+        for key in ("default/p", "default/q"):
+            delay = queue.backoff(key, frozenset({"ResourceClaim"}), rejectors=FIT)
+        clock.advance(delay)  # type: ignore[arg-type]
+    queue.pop(), queue.pop()
+    queue.backoff("default/p", frozenset({"ResourceClaim"}), rejectors=FIT)
+    queue.backoff("default/q", frozenset({"ResourceClaim"}), rejectors=FIT)
+    queue.wake_pod("default/p")
+    queue.wake_pod("default/absent")  # (not queued: nothing happens)
+    assert queue.next_ready_in() == 0.0
+    assert drain(queue) == ["default/p"]
+    queue.wake_pod("default/p")  # in flight: nothing to do
+    assert queue.entry("default/p").state == "in_flight"  # type: ignore[union-attr]
+    queue.wake("ResourceClaim")  # q is still interested in its events
     assert drain(queue) == ["default/q"]

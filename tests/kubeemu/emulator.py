@@ -121,6 +121,7 @@ class KubeEmulator:
         auto_provision: dict[str, str] | None = None,
         kube_version: str = DEFAULT_VERSION,
         gang_scheduling: bool = False,
+        workload_gates: Iterable[str] = (),
     ) -> None:
         self.host = host
         self.port = port
@@ -131,6 +132,9 @@ class KubeEmulator:
         self.store = Store(self.registry, history_size=history_size,
                            strict_namespaces=strict_namespaces,
                            graceful_pod_deletion=graceful_pod_deletion, features=self.features)
+        # workload_gates: more PodGroup gates on (WorkloadAwarePreemption, DRAWorkloadResourceClaims,
+        # TopologyAwareWorkloadScheduling): the PodGroup fields behind them are served
+        self.store.workload_gates = frozenset(workload_gates)
         self.controllers = Controllers(self.store, pv_controller=pv_controller,
                                        pv_controller_delay=pv_controller_delay,
                                        pdb_controller=pdb_controller,

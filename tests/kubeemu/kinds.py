@@ -56,6 +56,14 @@ BUILTIN_KINDS = frozenset({
 #: DRAWorkloadResourceClaims): a v1.36.2 server started with only those two drops them (measured)
 PODGROUP_GATED_FIELDS = ("priority", "priorityClassName", "disruptionMode", "schedulingConstraints",
                          "resourceClaims")
+#: the gate that serves each of them (`KubeEmulator(workload_gates=...)`: a server started with it)
+PODGROUP_FIELD_GATES = {
+    "priority": "WorkloadAwarePreemption", "priorityClassName": "WorkloadAwarePreemption",
+    "disruptionMode": "WorkloadAwarePreemption", "schedulingConstraints": "TopologyAwareWorkloadScheduling",
+    "resourceClaims": "DRAWorkloadResourceClaims",
+}
+#: what every gated field is once stored: immutable (`+k8s:immutable`)
+PODGROUP_IMMUTABLE = ("priority", "priorityClassName", "disruptionMode", "schedulingConstraints", "resourceClaims")
 #: the finalizer a v1.36 server puts on every PodGroup (its podgroup-protection controller removes it)
 PODGROUP_FINALIZER = "scheduling.k8s.io/podgroup-protection"
 _PERCENT = re.compile(r"^[0-9]+%$")
@@ -159,14 +167,17 @@ def _default_priority_class(obj: Obj) -> None:
     obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
-def _default_pod_group(obj: Obj) -> None:
+def _default_pod_group(obj: Obj, gates: frozenset[str] = frozenset()) -> None:
     """What a v1.36.2 server with GenericWorkload and GangScheduling on stores (measured): the
-    other gates' fields dropped, `disruptionMode: Pod`, `podGroupTemplateRef: null` shown, no
-    generation, and `status: {}`."""
+    other gates' fields dropped unless their gate is in `gates`, `disruptionMode: Pod` (the
+    default when WorkloadAwarePreemption is on, always so when it is off), `podGroupTemplateRef:
+    null` shown, no generation, and `status: {}`."""
     spec = _own(obj, "spec")
     for field in PODGROUP_GATED_FIELDS:
-        spec.pop(field, None)
-    spec["disruptionMode"] = "Pod"
+        if PODGROUP_FIELD_GATES[field] not in gates:
+            spec.pop(field, None)
+    if "WorkloadAwarePreemption" not in gates or not spec.get("disruptionMode"):
+        spec["disruptionMode"] = "Pod"
     spec.setdefault("podGroupTemplateRef", None)
     obj.setdefault("status", {})
 
@@ -180,12 +191,15 @@ _DEFAULTS: dict[str, Callable[[Obj], None]] = {
     "PersistentVolume": _default_pv,
     "StorageClass": _default_storage_class,
     "PriorityClass": _default_priority_class,
-    "PodGroup": _default_pod_group,
 }
 
 
-def apply_defaults(kind: str, obj: Obj) -> None:
-    """Fill defaults in place (``obj`` and its ``metadata`` must be owned by the caller)."""
+def apply_defaults(kind: str, obj: Obj, gates: frozenset[str] = frozenset()) -> None:
+    """Fill defaults in place (``obj`` and its ``metadata`` must be owned by the caller); `gates`:
+    the PodGroup gates the server was started with beyond GenericWorkload and GangScheduling."""
+    if kind == "PodGroup":
+        _default_pod_group(obj, gates)
+        return
     fn = _DEFAULTS.get(kind)
     if fn is not None:
         fn(obj)
@@ -350,6 +364,33 @@ def _validate_pdb(obj: Obj) -> list[str]:
     return errors
 
 
+def _validate_pod_group_gated(spec: Obj) -> list[str]:
+    """The gated fields, when served: `disruptionMode` one of Pod, PodGroup; `priority` within
+    kube's bounds; `resourceClaims` at most 4, each naming exactly one of a claim and a template."""
+    errors: list[str] = []
+    mode = spec.get("disruptionMode")
+    if mode not in (None, "Pod", "PodGroup"):
+        errors.append(f'spec.disruptionMode: Unsupported value: {_show(mode)}: supported values: "Pod", "PodGroup"')
+    priority = spec.get("priority")
+    if priority is not None and isinstance(priority, int) and priority > HIGHEST_USER_PRIORITY:
+        errors.append(f"spec.priority: Invalid value: {priority}: must be less than or equal to "
+                      f"{HIGHEST_USER_PRIORITY}")
+    claims = spec.get("resourceClaims") or []
+    if len(claims) > 4:
+        errors.append(f"spec.resourceClaims: Too many: {len(claims)}: must have at most 4 items")
+    for i, claim in enumerate(claims):
+        chosen = [k for k in ("resourceClaimName", "resourceClaimTemplateName")
+                  if isinstance(claim, dict) and claim.get(k) is not None]
+        if not chosen:
+            errors.append(f'spec.resourceClaims[{i}]: Invalid value: "": must specify one of: '
+                          "`resourceClaimName`, `resourceClaimTemplateName`")
+        elif len(chosen) > 1:
+            errors.append(f'spec.resourceClaims[{i}]: Invalid value: "{{resourceClaimName, '
+                          'resourceClaimTemplateName}": must specify exactly one of: `resourceClaimName`, '
+                          "`resourceClaimTemplateName`")
+    return errors
+
+
 def _validate_pod_group(obj: Obj) -> list[str]:
     """spec.schedulingPolicy: exactly one of basic and gang, a gang's minCount >= 1 (0, the zero
     value, reads as absent), with v1.36.2's messages."""
@@ -362,6 +403,9 @@ def _validate_pod_group(obj: Obj) -> list[str]:
     if len(chosen) > 1:
         return ['spec.schedulingPolicy: Invalid value: "{basic, gang}": must specify exactly one of: '
                 '`basic`, `gang`']
+    errors = _validate_pod_group_gated(obj.get("spec") or {})
+    if errors:
+        return errors
     if chosen == ["gang"]:
         count = (policy["gang"] or {}).get("minCount") if isinstance(policy["gang"], dict) else None
         if not count:
@@ -502,9 +546,9 @@ def validate_update(kind: str, old: Obj, new: Obj) -> list[str]:
             errors.append(f"volumeBindingMode: Invalid value: "
                           f"{_show(new.get('volumeBindingMode'))}: field is immutable")
     elif kind == "PodGroup":
-        if ospec.get("schedulingPolicy") != nspec.get("schedulingPolicy"):
-            errors.append(f"spec.schedulingPolicy: Invalid value: {_show(nspec.get('schedulingPolicy'))}: "
-                          f"field is immutable")
+        for field in ("schedulingPolicy", *PODGROUP_IMMUTABLE):
+            if ospec.get(field) != nspec.get(field):
+                errors.append(f"spec.{field}: Invalid value: {_show(nspec.get(field))}: field is immutable")
     elif kind == "PriorityClass":
         if old.get("value") != new.get("value"):
             errors.append("value: Forbidden: may not be changed in an update.")

@@ -165,6 +165,8 @@ def builtin_resources(minor: int = 36, gang_scheduling: bool = False) -> list[Re
         ResourceDef("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", False,
                     short_names=("sc",)),
         ResourceDef("storage.k8s.io", "v1", "csinodes", "csinode", "CSINode", False),
+        ResourceDef("storage.k8s.io", "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", False,
+                    subresources=status),
         ResourceDef("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget",
                     "PodDisruptionBudget", True, short_names=("pdb",), subresources=status,
                     tracks_generation=True),

@@ -264,6 +264,9 @@ class Store:
                  features: Features | None = None) -> None:
         self.registry = registry
         self.features = features or Features(NEWEST)  # the Kubernetes minor played
+        #: PodGroup gates on beyond GenericWorkload and GangScheduling (WorkloadAwarePreemption,
+        #: TopologyAwareWorkloadScheduling, DRAWorkloadResourceClaims): their fields are served
+        self.workload_gates: frozenset[str] = frozenset()
         self.history_size = history_size
         self.strict_namespaces = strict_namespaces
         self.graceful_pod_deletion = graceful_pod_deletion
@@ -502,7 +505,9 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif kind == "PersistentVolumeClaim":
                 self._admit_pvc(obj)
-            kinds.apply_defaults(kind, obj)
+            kinds.apply_defaults(kind, obj, self.workload_gates)
+            if kind == "PodGroup" and "WorkloadAwarePreemption" in self.workload_gates:
+                self._admit_pod_group(obj, trusted=not http and "priority" in (obj.get("spec") or {}))
             kinds.initial_status(kind, obj, http, now_rfc3339())
             self._check(rdef, obj, kinds.validate(kind, obj))
             if kind == "Service":
@@ -565,6 +570,36 @@ class Store:
                                          f"pod spec; priority admission controller computed "
                                          f"{policy} from the given PriorityClass name")
             spec["preemptionPolicy"] = policy
+
+    def _admit_pod_group(self, obj: Obj, trusted: bool) -> None:
+        """The Priority admission plugin for a PodGroup (WorkloadAwarePreemption on, kube's
+        `admitPodGroup`): `priorityClassName` (or the global default class) resolved into
+        `spec.priority` (0 without either); 403 for an unknown class or a priority that differs."""
+        if trusted:
+            return
+        spec = obj["spec"] = dict(obj["spec"])
+        classes = self._objects("scheduling.k8s.io", "priorityclasses")
+        name = spec.get("priorityClassName")
+        what = obj["metadata"].get("name", "")
+        priority = 0
+        if not name:
+            default = self._global_default_class(classes)
+            if default is not None:
+                name, priority = default["metadata"]["name"], int(default.get("value", 0))
+        else:
+            pclass = classes.get(("", name))
+            if pclass is None:
+                raise ApiError.forbidden("podgroups", what, f"no PriorityClass with name {name} was found",
+                                         "scheduling.k8s.io")
+            priority = int(pclass.get("value", 0))
+        given = spec.get("priority")
+        if given is not None and given != priority:
+            raise ApiError.forbidden("podgroups", what, f"priority set in the pod group ({given}) must match the "
+                                     f"priority computed ({priority}) based on the priority class set in the spec",
+                                     "scheduling.k8s.io")
+        spec["priority"] = priority
+        if name:
+            spec["priorityClassName"] = name
 
     @staticmethod
     def _global_default_class(classes: dict[tuple[str, str], Obj]) -> Obj | None:
@@ -654,7 +689,7 @@ class Store:
         """Build the next version from a candidate, honouring the subresource split."""
         new = self._next_version(rdef, old, cand, subresource)
         if not rdef.custom and rdef.kind in kinds.BUILTIN_KINDS:
-            kinds.apply_defaults(rdef.kind, new)
+            kinds.apply_defaults(rdef.kind, new, self.workload_gates)
             kinds.prepare_update(rdef.kind, old, new, now_rfc3339())
             errors = kinds.validate(rdef.kind, new)
             if subresource is None:

@@ -418,3 +418,15 @@ class BindingCycles:
             result = await self.effects.write(write, pod.key)
             if not result.ok:
                 logger.info("PostBind %s of %s: %s: %s", plugin.name, pod.key, write.call, result.message)
+
+    def post_filter_writes(self, pod: PodInfo, writes: tuple[Write, ...]) -> None:
+        """What a PostFilter wrote trying (DynamicResources freeing a claim), in order, best effort,
+        in a task: the pod is retried when the change comes back through the watch."""
+        self._spawn(self._post_filter_writes(pod, writes), self._post)
+
+    async def _post_filter_writes(self, pod: PodInfo, writes: tuple[Write, ...]) -> None:
+        for write in writes:
+            result = await self.effects.write(write, pod.key)
+            if not result.ok:  # (a 409: the claim changed meanwhile; the next attempt looks again)
+                logger.info("PostFilter of %s: %s %s: %s", pod.key, write.call, write.target, result.message)
+                return

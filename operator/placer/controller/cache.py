@@ -12,6 +12,9 @@ Pods, as kube-scheduler's cache sees them:
   and queued when one does; a pod we assumed (bind in flight, or bound but not yet seen bound) is
   never queued again, so it is never bound twice;
 - gated (`spec.schedulingGates`): pending but not queued until the gates are gone;
+- updated while pending: what changed (`pod_update_events`: a toleration added, its labels or
+  requests changed) is asked of the plugins that rejected it (the queue's hints), which may move
+  it at once; every event here carries the object before and after, for the same hints;
 - of a group (`placer.controller.groups`): not queued while the group waits (its PodGroup missing,
   or fewer than `minCount` of its pods exist);
 - stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
@@ -40,6 +43,7 @@ from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import resolve_priority
 from placer.engine.objects import ObjectError, PodInfo, PodSource, parse_node, parse_pod, pod_key
 from placer.engine.profile import Profile
+from placer.engine.queue import pod_update_events
 
 if TYPE_CHECKING:
     from placer.controller.state import SchedulerState
@@ -159,7 +163,7 @@ class ClusterCache:
         if pod.terminal:
             self._forget_pod(key)
             if self.cluster.remove_pod(key):
-                self.wake(ClusterEvent.POD_DELETE)
+                self.wake(ClusterEvent.POD_DELETE, known, None)
             return
         if pod.node_name:
             self.nominations.unnominate(key, now_on=pod.node_name)  # bound: on its nominated node or elsewhere
@@ -170,9 +174,9 @@ class ClusterCache:
             if record is None or record.assumed or _accounting_differs(record.pod, pod):
                 self.cluster.add_pod(pod)
                 if record is None:  # (an assumed pod woke the queue when it was assumed)
-                    self.wake(ClusterEvent.POD_ADD)
+                    self.wake(ClusterEvent.POD_ADD, None, pod)
                 elif not record.assumed or record.node != pod.node_name:
-                    self.wake(ClusterEvent.POD_UPDATE)
+                    self.wake(ClusterEvent.POD_UPDATE, record.pod, pod)
             return
         if record is not None:
             if record.assumed:
@@ -190,8 +194,13 @@ class ClusterCache:
         self.gated.discard(key)
         if self.profiles.active(pod.scheduler_name) is not None and not self.state.groups.holds(pod):
             self.queue.add(pod)
-            if known is not None and known.uid == pod.uid and known.resource_claims != pod.resource_claims:
-                self.queue.wake_pod(key)  # e.g. its template's claim recorded (kube's UpdatePodGeneratedResourceClaim)
+            if known is not None and known.uid == pod.uid and known is not pod:
+                if known.resource_claims != pod.resource_claims:
+                    self.queue.wake_pod(key)  # its template's claim recorded (UpdatePodGeneratedResourceClaim)
+                else:  # its own update, asked of the plugins that rejected it (kube's queueing hints)
+                    events = pod_update_events(known, pod)
+                    if events:
+                        self.queue.wake_pod(key, events, known)
             self.state.wakeup.set()
         if self.shadows.watching(pod.scheduler_name) and self.state.is_leader() and self.shadows.created(pod):
             self.state.wakeup.set()  # a shadow decision to take when the loop has time
@@ -203,8 +212,9 @@ class ClusterCache:
         if known is not None and uid and known.uid and known.uid != uid:
             return  # a DELETED of an older incarnation
         self._forget_pod(key)
+        record = self.cluster.pods.get(key)
         if self.cluster.remove_pod(key):
-            self.wake(ClusterEvent.POD_DELETE)
+            self.wake(ClusterEvent.POD_DELETE, None if record is None else record.pod, None)
 
     def _forget_pod(self, key: str) -> None:
         self.scheduler.pod_deleted(key)  # a pod waiting on Permit is rejected
@@ -260,16 +270,17 @@ class ClusterCache:
             if isinstance(name, str):
                 self.cluster.remove_node(name)
             return
-        new = self.cluster.node(node.name) is None
+        old = self.cluster.node(node.name)
         if self.cluster.upsert_node(node):
-            self.wake(ClusterEvent.NODE_ADD if new else ClusterEvent.NODE_UPDATE)
+            self.wake(ClusterEvent.NODE_ADD if old is None else ClusterEvent.NODE_UPDATE, old, node)
 
     def node_deleted(self, raw: Mapping[str, Any]) -> None:
         name = (raw.get("metadata") or {}).get("name")
         if isinstance(name, str):
             self.versions["nodes"].pop(name, None)
+            old = self.cluster.node(name)
             if self.cluster.remove_node(name):  # spreading may count one domain fewer
-                self.wake(ClusterEvent.NODE_DELETE)
+                self.wake(ClusterEvent.NODE_DELETE, old, None)
 
     # ----------------------------------------------------------------- profiles
 

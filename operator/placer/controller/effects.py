@@ -7,7 +7,8 @@ it exists already — ours when `landed` says so). Here:
 
 - a 409 on a write that knows how to recognise its own effect (`Write.landed`) reads the object: if
   it already holds what was written (a retried write whose first attempt landed), it counts as
-  written, at the resourceVersion read;
+  written, at the resourceVersion read; so does any refusal of a write the client sent again
+  (`Reply.resent`, see `placer.controller.retry`), and a DELETE sent again that finds nothing (404);
 - an answer in `Write.tolerate` (e.g. 404: gone already) is an answer, not an error; any other
   failure, and a call that got no HTTP answer at all, is counted in
   `placer_api_errors_total{call}` (`Write.call`: `patch_pod_status`, `delete_pod`, ...);
@@ -79,7 +80,10 @@ class Effects:
             reply: Reply = await self.kube.write(write)
             if reply.ok:
                 return Written(True, reply.status, "", _version(reply))
-            if reply.status == 409 and write.landed is not None:  # changed since, or our own write landed
+            if reply.resent and write.delete and reply.status == 404:  # the first attempt deleted it
+                return Written(True, reply.status, reply.message())
+            # our own write landed? (a 409, or a 422: a JSON patch whose `test` found the object changed)
+            if (reply.status in (409, 422) or reply.resent) and write.landed is not None:
                 found = await self.kube.get_object(write.target, retries=write.retries)
                 body = found.json() if found.ok else None
                 if isinstance(body, Mapping) and write.landed(body):

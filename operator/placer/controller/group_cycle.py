@@ -16,7 +16,8 @@ When the loop pops a pod of a group, the group's other pending pods are taken fr
 - **preempting**: every pod of the gang is nominated to its node and the victims on that node are
   evicted, as `placer.controller.preemption` does for one pod (victims elsewhere go with the first
   pod); the pods back off until a victim is gone, and the next group cycle finds the room;
-- **error** (members naming different schedulers): `reason=SchedulerError`, backoff;
+- **error** (members naming different schedulers; or, the group's condition then False/`SchedulerError`,
+  a placement plugin's, e.g. its scheduled pods in two topology domains): `reason=SchedulerError`, backoff;
 - **waiting** (the group was deleted, or lost members, since its pods were queued): they are held
   again (`placer.controller.groups`), with no event.
 
@@ -88,8 +89,7 @@ class GroupCycle:
             return False
         loop._observe(profile, {Outcome.PLACED: "scheduled", Outcome.ERROR: "error"}.get(outcome, "unschedulable"),
                       started)
-        if outcome is not Outcome.ERROR:
-            members.report(decision)
+        members.report(decision)  # nothing for an error before the cycle (its condition is None)
         if loop.debug:
             logger.debug("group %s (%d pods, profile %s): %s %s", ref.key, len(pods), profile.name, outcome.value,
                          decision.message)

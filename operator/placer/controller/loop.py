@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from placer.controller.binding import BindingCycles
 from placer.controller.group_cycle import GroupCycle
@@ -45,13 +46,13 @@ from placer.controller.metrics import CounterSeries, HistogramSeries
 from placer.controller.preemption import VICTIM_GONE, Preemptions, keeps_nomination
 from placer.controller.shadow import ShadowWork
 from placer.controller.state import SchedulerState
-from placer.engine.framework import ALLOW, ClusterEvent, PermitCode
+from placer.engine.framework import ALLOW, ClusterEvent, FilterPlugin, PermitCode
 from placer.engine.groups import group_of
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
 from placer.engine.runtime import Decision
 
-__all__ = ["SchedulingLoop"]
+__all__ = ["SchedulingLoop", "rejectors_of"]
 
 logger = logging.getLogger("placer.loop")
 
@@ -61,6 +62,13 @@ logger = logging.getLogger("placer.loop")
 # bind); it also yields whenever it waits for a bind slot or for work. Yielding after every pod cost
 # an event-loop turn per pod, a fifth of Placer's CPU on the emulator's benchmark.
 YIELD_EVERY = 0.002
+
+
+def rejectors_of(profile: Profile, decision: Decision) -> tuple[FilterPlugin[Any], ...]:
+    """The profile's filters that rejected the pod (kube's unschedulable plugins): the queue asks
+    their queueing hints whether a change may help it."""
+    names = decision.rejected_by
+    return tuple(plugin for plugin in profile.filters if plugin.name in names) if names else ()
 
 
 class SchedulingLoop:
@@ -185,9 +193,13 @@ class SchedulingLoop:
         state = self.state
         key = pod.key
         message = decision.full_message or "unschedulable"
+        if decision.post_filter_writes:  # (a claim freed for the next attempt: DynamicResources)
+            self.binding.post_filter_writes(pod, decision.post_filter_writes)
         if decision.preemption is not None:
             # kube's prepareCandidate: nominated at once, victims evicted by a task; retried as soon
             # as a victim is gone
+            # (no rejectors: not tried again before the initial backoff, by when its victims' deletions
+            # have been seen, or it would preempt them again)
             state.queue.backoff(key, (decision.wake_on | VICTIM_GONE) if decision.wake_on else frozenset())
             self.preemptions.begin(pod, profile, decision, message)
             state.reporter.failed(pod, profile.scheduler_name, message, condition=False)  # the task writes it
@@ -196,7 +208,7 @@ class SchedulingLoop:
                 had = state.nominations.unnominate(key)
                 if had or pod.nominated_node:
                     self.preemptions.clear(pod)
-            state.queue.backoff(key, decision.wake_on)
+            state.queue.backoff(key, decision.wake_on, rejectors=rejectors_of(profile, decision))
             state.reporter.failed(pod, profile.scheduler_name, message)
         if self.debug:
             logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
@@ -213,7 +225,7 @@ class SchedulingLoop:
             state.scheduler.forget(pod, decision, profile, state.cluster)
             state.queue.backoff(pod.key)
             return False
-        state.queue.wake(ClusterEvent.POD_ADD)  # e.g. a pod with affinity to this one may go now
+        state.queue.wake(ClusterEvent.POD_ADD, None, pod)  # e.g. a pod with affinity to this one may go now
         if self.debug:
             top = ", ".join(f"{s.node}={s.total}" for s in decision.top)
             logger.debug("pod %s -> %s (profile %s generation %d; top %s)", pod.key, node, profile.name,

@@ -136,7 +136,7 @@ class SchedulerState:
         while True:
             self._term_changed.clear()
             term = self.term
-            await self.resync.until_done()
+            await self.resync.until_decidable()  # every node and assigned pod known (pending ones may follow)
             self.synced = True
             if self.is_leader() and self.term == term:
                 self.nominations.rebuild()
@@ -186,10 +186,11 @@ class SchedulerState:
         else:
             self.catalog.observe(kind, raw)
 
-    def wake(self, event: str | None = None) -> None:
-        """A change that may help waiting pods: `event` (a ClusterEvent or a catalog kind's name)
-        wakes those it may help; None wakes them all (a profile changed, the API server is back).
-        Binding cycles waiting on such a change look again."""
-        self.queue.wake(event)
+    def wake(self, event: str | None = None, old: Any = None, new: Any = None) -> None:
+        """A change that may help waiting pods: `event` (a ClusterEvent or a catalog kind's name,
+        with the object before and after when known, for the queueing hints) wakes those it may
+        help; None wakes them all (a profile changed, the API server is back). Binding cycles
+        waiting on such a change look again."""
+        self.queue.wake(event, old, new)
         self.wakeup.set()
         self.binding_changes.event(event)

@@ -31,8 +31,8 @@ from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
 from placer.engine.devices import Device, DeviceToleration, ResourceClaimInfo, SliceInfo
 from placer.engine.dra_cel import CelError
+from placer.engine.node_selectors import term_mask
 from placer.engine.objects import NodeSelectorTerm
-from placer.plugins._selectors import term_mask
 
 __all__ = ["CLAIM", "CLASS", "SLICE", "DeviceIndex", "claim_devices", "device_index"]
 

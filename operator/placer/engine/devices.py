@@ -8,8 +8,9 @@ DynamicResources plugin read them (catalog kinds: see `placer.engine.kinds`).
   `allNodes`, or `perDeviceNodeSelection` with each device's own); each `Device` carries its CEL
   `device` variable, built once;
 - `ResourceClaimInfo`: a claim's requests (`exactly` or `firstAvailable`), constraints, config, and
-  its status (`allocation`, `reservedFor`); `pending` marks an allocation this scheduler assumed and
-  has not written yet (kube's in-flight allocations);
+  its status (`allocation`, `reservedFor`: pods, or a PodGroup for a group's claim); `pending` marks
+  an allocation this scheduler assumed and has not written yet (kube's in-flight allocations),
+  `pending_group` and `sharers` the group whose members share it and how many hold it;
 - `ClaimTemplateInfo`: a ResourceClaimTemplate (read, and listed; the claims a pod uses are the ones
   the resourceclaim controller created from it, recorded in the pod's status).
 
@@ -35,6 +36,7 @@ __all__ = [
     "DELETE_PROTECTION",
     "EXTENDED_RESOURCE_CLAIM",
     "FIRST_AVAILABLE_MAX_SIZE",
+    "POD_GROUP_API_GROUP",
     "Allocation",
     "ClaimTemplateInfo",
     "ConsumerRef",
@@ -57,6 +59,7 @@ __all__ = [
 ]
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"  # kube's resourceapi.Finalizer
+POD_GROUP_API_GROUP = "scheduling.k8s.io"  # a PodGroup's reservedFor entry: this apiGroup, resource podgroups
 EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"  # kube's ExtendedResourceClaimAnnotation
 ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
 FIRST_AVAILABLE_MAX_SIZE = 8  # resourceapi.FirstAvailableDeviceRequestMaxSize
@@ -464,10 +467,25 @@ class Allocation:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerRef:
+    """One `status.reservedFor` entry (kube's ResourceClaimConsumerReference): a pod
+    (`resource: pods`, no apiGroup) or, for a PodGroup's claim, the PodGroup (`apiGroup:
+    scheduling.k8s.io`, `resource: podgroups`)."""
+
     resource: str
     name: str
     uid: str
     api_group: str = ""
+
+    @property
+    def pod_group(self) -> bool:
+        return self.api_group == POD_GROUP_API_GROUP and self.resource == "podgroups"
+
+    def same(self, other: ConsumerRef) -> bool:
+        """kube's `IsReservedForPod`: the same UID; or, for a PodGroup, the same group, resource and
+        name (a pod does not know its group's UID)."""
+        if self.uid and self.uid == other.uid:
+            return True
+        return self.pod_group and other.pod_group and self.name == other.name
 
     def as_json(self) -> dict[str, str]:
         out = {"resource": self.resource, "name": self.name, "uid": self.uid}
@@ -495,12 +513,20 @@ class ResourceClaimInfo:
     #: annotated `resource.kubernetes.io/extended-resource-claim: "true"`: the claim kube-scheduler
     #: (or Placer) creates for a pod's extended resources backed by a DeviceClass
     extended: bool = False
+    #: a pending allocation made by a pod of a group: the group ("KIND:NS/NAME") whose members share
+    #: it, and how many of them hold it (kube's in-flight allocation sharers); "" and 0 otherwise
+    pending_group: str = ""
+    sharers: int = 0
 
     __hash__ = object.__hash__
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def is_reserved_for(self, consumer: ConsumerRef) -> bool:
+        """Whether `status.reservedFor` lists the consumer (kube's `IsReservedForPod`)."""
+        return any(consumer.same(ref) for ref in self.reserved_for)
 
     def outlasts(self, server: Any) -> bool:
         """As an assumption in the catalog: an allocation this scheduler made and has not written

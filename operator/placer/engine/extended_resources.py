@@ -10,17 +10,26 @@ request per container (`container-<i>-request-<j>`), with the mapping recorded i
 `status.extendedResourceClaimStatus`. Here: which class backs a resource (kube's
 `ExtendedResourceCache`), the claim's requests and mappings (`createRequestsAndMappings`), and its
 name. A node that advertises the resource (allocatable > 0) gets it from the device plugin as before.
+
+For the score (NodeResourcesFit, NodeResourcesBalancedAllocation: kube's
+`calculateDRAExtendedResourceAllocatableRequest`), such a resource's allocatable on a node whose
+allocatable lacks it is the number of devices of its class the node reaches through ResourceSlices,
+and its requested the number of those that claims hold (`dra_totals`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from placer.engine.catalog import Catalog
-from placer.engine.device_index import CLAIM, CLASS
+from placer.engine.cluster import ClusterState
+from placer.engine.device_index import CLAIM, CLASS, SLICE, device_index
 from placer.engine.devices import (
     EXACT_COUNT,
     EXTENDED_RESOURCE_CLAIM,
@@ -29,7 +38,9 @@ from placer.engine.devices import (
     ResourceClaimInfo,
     SubRequest,
 )
-from placer.engine.objects import PodInfo
+from placer.engine.dra_cel import CelError
+from placer.engine.node_selectors import term_mask
+from placer.engine.objects import NodeSelectorTerm, PodInfo
 from placer.engine.relations import ControllerRef
 
 __all__ = [
@@ -38,6 +49,7 @@ __all__ = [
     "backed_requests",
     "claim_name",
     "class_for",
+    "dra_totals",
     "existing_claim",
     "is_dra_extended_resource_name",
     "requests_and_mappings",
@@ -58,19 +70,19 @@ def is_dra_extended_resource_name(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
-# (catalog, DeviceClass version) -> resource name -> class
-_RESOLVED: tuple[int, int, dict[str, DeviceClassInfo]] | None = None
+# catalog -> (its DeviceClass version, resource name -> class); weak, so a catalog that is gone
+# (and another that reuses its id) never sees a stale answer
+_RESOLVED: weakref.WeakKeyDictionary[Catalog, tuple[int, dict[str, DeviceClassInfo]]] = weakref.WeakKeyDictionary()
 
 
 def _resolver(catalog: Catalog) -> dict[str, DeviceClassInfo]:
     """kube's `ExtendedResourceCache.resourceName2class`: each class under its implicit name, and
     under its `extendedResourceName` — where several classes name the same, the newest
     (creationTimestamp) wins, the lower name on a tie."""
-    global _RESOLVED
     version = catalog.version(CLASS)
-    cached = _RESOLVED
-    if cached is not None and cached[0] == id(catalog) and cached[1] == version:
-        return cached[2]
+    cached = _RESOLVED.get(catalog)
+    if cached is not None and cached[0] == version:
+        return cached[1]
     mapping: dict[str, DeviceClassInfo] = {}
     explicit: dict[str, DeviceClassInfo] = {}
     for _, name, klass in catalog.items(CLASS):
@@ -82,7 +94,7 @@ def _resolver(catalog: Catalog) -> dict[str, DeviceClassInfo]:
             if newer or (held is not None and klass.created == held.created and klass.name < held.name):
                 explicit[resource] = klass
     mapping.update(explicit)
-    _RESOLVED = (id(catalog), version, mapping)
+    _RESOLVED[catalog] = (version, mapping)
     return mapping
 
 
@@ -91,6 +103,99 @@ def class_for(catalog: Catalog, resource: str) -> DeviceClassInfo | None:
     if not catalog.count(CLASS):
         return None
     return _resolver(catalog).get(resource)
+
+
+@dataclass(slots=True)
+class _ClassDevices:
+    """One class's devices as kube's scorer counts them, for one state of slices, classes and nodes."""
+
+    allocatable: np.ndarray  # per slot: the class's devices listed for the node
+    failed: np.ndarray  # per slot: a selector failed at run time on one of them (kube: 0 of 0)
+    #: device -> the slots it is listed for: one slot (a node-local device) or a mask
+    where: dict[Any, list[int | np.ndarray]]
+
+
+# cluster -> (node layout, slice and class versions) and, per class name, its devices
+_MATCHED: weakref.WeakKeyDictionary[ClusterState, tuple[tuple[int, int, int], dict[str, _ClassDevices]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _reach(cluster: ClusterState, node: str | None, all_nodes: bool,
+           selector: tuple[NodeSelectorTerm, ...] | None) -> int | np.ndarray | None:
+    """The node slots a slice (or, per device, a device) is listed for, as kube's scorer reads it:
+    one slot (by node name), a mask (`allNodes`, a node selector), or None (no node)."""
+    if all_nodes:
+        return np.ones(cluster.size, dtype=bool)
+    if selector is not None:
+        mask = np.zeros(cluster.size, dtype=bool)
+        for term in selector:
+            mask |= term_mask(cluster, term)
+        if node and node in cluster.index:
+            mask[cluster.index[node]] = True
+        return mask if mask.any() else None
+    return cluster.index.get(node) if node else None
+
+
+def _class_devices(cluster: ClusterState, klass: DeviceClassInfo) -> _ClassDevices:
+    """kube's `calculateDRAResourceTotals` but the allocated count: every device of every
+    ResourceSlice that the class's CEL selectors accept (all of them for a class without any; a
+    selector of another type is skipped) counted on the nodes it is listed for; and the slots where
+    a selector failed at run time. Kept until slices, classes or nodes change."""
+    catalog = cluster.catalog
+    versions = (cluster.static_version, catalog.version(SLICE), catalog.version(CLASS))
+    cached = _MATCHED.get(cluster)
+    if cached is None or cached[0] != versions:
+        cached = _MATCHED[cluster] = (versions, {})
+    found = cached[1].get(klass.name)
+    if found is not None:
+        return found
+    index = device_index(cluster)
+    allocatable = np.zeros(cluster.size, dtype=np.int64)
+    failed = np.zeros(cluster.size, dtype=bool)
+    where: dict[Any, list[int | np.ndarray]] = {}
+    expressions = [e for e in klass.selectors if e is not None]
+    for _, _, slice_ in catalog.items(SLICE):
+        shared = None if slice_.per_device else _reach(cluster, slice_.node_name, slice_.all_nodes,
+                                                       slice_.node_selector)
+        for device in slice_.devices:
+            nodes = shared if not slice_.per_device else _reach(cluster, device.node_name, device.all_nodes,
+                                                                device.node_selector)
+            if nodes is None:
+                continue
+            try:
+                matches = all(index.matcher(expression, device) for expression in expressions)
+            except CelError:
+                failed[nodes] = True
+                continue
+            if matches:
+                allocatable[nodes] += 1
+                where.setdefault((slice_.driver, slice_.pool, device.name), []).append(nodes)
+    found = cached[1][klass.name] = _ClassDevices(allocatable, failed, where)
+    return found
+
+
+def dra_totals(cluster: ClusterState, resource: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(allocatable, allocated) per node slot of an extended resource a DeviceClass backs (kube's
+    `calculateDRAExtendedResourceAllocatableRequest`): the devices of the class listed for the node
+    (a device of a shared pool counts on every node it is listed for), and those of them a claim
+    holds — allocated or assumed by this scheduler, admin access aside, a shared (consumable
+    capacity) allocation counting the device as held. None when no class backs the resource."""
+    klass = class_for(cluster.catalog, resource) if is_dra_extended_resource_name(resource) else None
+    if klass is None:
+        return None
+    devices = _class_devices(cluster, klass)
+    held = device_index(cluster).allocated
+    allocated = np.zeros(cluster.size, dtype=np.int64)
+    smaller, larger = (held, devices.where) if len(held) < len(devices.where) else (devices.where, held)
+    for device_id in smaller:
+        if device_id in larger and held[device_id] > 0:
+            for nodes in devices.where[device_id]:
+                allocated[nodes] += 1
+    allocatable = devices.allocatable.copy()
+    allocatable[devices.failed] = 0
+    allocated[devices.failed] = 0
+    return allocatable, allocated
 
 
 def backed_requests(pod: PodInfo, catalog: Catalog) -> dict[str, int]:

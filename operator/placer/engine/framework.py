@@ -55,11 +55,17 @@ __all__ = [
     "Permit",
     "PermitCode",
     "PermitPlugin",
+    "Placement",
+    "PlacementAssignment",
+    "PlacementError",
+    "PlacementGeneratePlugin",
+    "PlacementScorePlugin",
     "Plugin",
     "PluginArgs",
     "PostBindPlugin",
     "PostFilterContext",
     "PostFilterPlugin",
+    "PostFilterWrites",
     "PreBind",
     "PreBindError",
     "PreBindPlugin",
@@ -101,6 +107,12 @@ class ClusterEvent:
     POD_UPDATE = "Pod/Update"  # a counted pod's labels or requests changed
     POD_DELETE = "Pod/Delete"  # a counted pod is gone: what it held is free
     NODE_METRICS = "NodeMetrics"
+    # a pending pod's own update (kube's PodSchedulingPropertiesChange): asked only of the plugins
+    # that rejected that pod, never broadcast to the others
+    POD_LABEL = "Pod/UpdatePodLabel"
+    POD_SCALE_DOWN = "Pod/UpdatePodScaleDown"
+    POD_TOLERATION = "Pod/UpdatePodToleration"
+    POD_GENERATED_CLAIM = "Pod/UpdatePodGeneratedResourceClaim"
 
     @staticmethod
     def matches(event: str, wanted: frozenset[str]) -> bool:
@@ -176,6 +188,13 @@ class FilterPlugin(Plugin[ArgsT]):
         kinds of reasons, such as InterPodAffinity, tells them apart per node)."""
         return np.full(len(rejected), self.resolvable, dtype=bool)
 
+    def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
+        """kube's QueueingHintFn, asked for each of `events` that comes while `pod` waits after this
+        plugin rejected it: whether the change (`old` -> `new`: PodInfo or NodeInfo, None when added
+        or deleted or not known) may make it schedulable (kube's Queue; False: QueueSkip). The
+        default queues: a plugin says Skip only for changes it knows cannot help."""
+        return True
+
     def fits_without(self, pod: PodInfo, cluster: ClusterState, slot: int, removed: Sequence[PodRecord]) -> bool:
         """Whether the pod would pass this filter on `slot` if the `removed` pods were gone — what
         preemption asks, victim by victim. This default takes them out of the cluster, asks
@@ -226,16 +245,35 @@ class PostFilterContext:
     check: Callable[[int, Sequence[PodRecord]], list[str] | None]
     #: a cheaper yes/no of `check`, for the many tries of picking victims
     fits: Callable[[int, Sequence[PodRecord]], bool]
+    #: the nodes the profile's filter of this name was run on (kube runs a node's filters until one
+    #: fails: every earlier filter passed them); None when the profile has no such filter
+    reached: Callable[[str], np.ndarray | None] = lambda name: None
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterWrites:
+    """A PostFilter's Unschedulable status that changed the cluster (kube's DynamicResources
+    deallocating a claim, or deleting a stale one): `message` joins the other PostFilters' (kube's
+    status reasons), the operator makes the `writes` (best effort, in order) whatever the later
+    PostFilters find, and the pod is retried when the change comes back through the watch."""
+
+    message: str
+    writes: tuple[Write, ...] = ()
 
 
 class PostFilterPlugin(Plugin[ArgsT]):
     """Runs when no node fits (kube's PostFilter): DefaultPreemption finds a node where evicting
-    lower-priority pods makes room."""
+    lower-priority pods makes room; DynamicResources frees a claim allocated where the pod cannot
+    run. The runtime runs them in profile order until one nominates a node, and joins the others'
+    messages with ", " (kube's `RunPostFilterPlugins`)."""
 
     @abstractmethod
-    def post_filter(self, pod: PodInfo, cluster: ClusterState, context: PostFilterContext) -> Preemption | str:
+    def post_filter(
+        self, pod: PodInfo, cluster: ClusterState, context: PostFilterContext
+    ) -> Preemption | PostFilterWrites | str:
         """A nomination, or why there is none: the sentence kube's FitError ends with
-        (DefaultPreemption's `preemption: 0/5 nodes are available: ...`)."""
+        (DefaultPreemption's `preemption: 0/5 nodes are available: ...`), with the writes made
+        trying (`PostFilterWrites`)."""
 
     def clears_nomination(self, message: str) -> bool:
         """Whether a failure (`post_filter`'s message) drops the pod's nomination, if it has one
@@ -258,6 +296,55 @@ class ScorePlugin(Plugin[ArgsT]):
     def normalize(self, raw: np.ndarray) -> np.ndarray:
         """Map raw scores onto 0..100; the default is for scores computed in that range."""
         return raw.astype(np.int64, copy=False)
+
+
+# ----------------------------------------------------------------- placements (pod groups)
+
+
+class PlacementError(Exception):
+    """A placement plugin cannot answer (kube's Error status): the group is not decided."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """kube's `fwk.Placement`: a named set of nodes a pod group is tried on as a whole (a topology
+    domain). `nodes` is a bool mask over slots; None stands for every node."""
+
+    name: str
+    nodes: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementAssignment:
+    """kube's `PodGroupAssignments`: a placement in which the group fitted, the pods proposed there
+    (pod, node) and how many of the group were scheduled (bound or assumed) before."""
+
+    placement: Placement
+    proposed: tuple[tuple[PodInfo, str], ...]
+    scheduled_before: int
+
+
+class PlacementGeneratePlugin(Plugin[ArgsT]):
+    """kube's PlacementGenerate point (TopologyAwareWorkloadScheduling): the placements a pod
+    group is tried in. The runtime uses the profile's first such plugin, as kube does."""
+
+    @abstractmethod
+    def generate_placements(self, group: Any, cluster: ClusterState, parent: Placement) -> list[Placement]:
+        """The placements within `parent` for `group` (a `groups.PodGroupInfo`); raise
+        `PlacementError` when they cannot be known. An empty list: no placement is feasible."""
+
+
+class PlacementScorePlugin(Plugin[ArgsT]):
+    """kube's PlacementScore point: ranks the placements a pod group fitted in (the runtime
+    multiplies by the profile's weight; the highest total wins)."""
+
+    @abstractmethod
+    def score_placement(self, group: Any, cluster: ClusterState, assignment: PlacementAssignment) -> int:
+        """The raw score of one placement."""
+
+    def normalize_placement_scores(self, raw: list[int]) -> list[int]:
+        """Map the raw scores onto 0..100 (kube's NormalizePlacementScore); identity by default."""
+        return raw
 
 
 # ----------------------------------------------------------------- Permit

@@ -12,7 +12,8 @@ counting against its node before the next (kube's `podGroupSchedulingDefaultAlgo
   their own reasons. A `basic` group is placed as soon as one pod fits (each pod is scheduled on
   its own);
 - too few fit: every assumption is undone (nothing is held), each pod that fitted reads kube's
-  `pod group is unschedulable, waiting for minCount pods from a gang to be scheduled`, each that
+  `pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or more
+  plugins asked to wait and no plugin rejected pod`, each that
   did not its own `0/N nodes are available: ...`;
 - with `DefaultPreemption` in the profile, a gang that does not fit may preempt as a whole (kube's
   workload-aware preemption, KEP-5710): every pod of lower priority than the gang's is taken off
@@ -21,6 +22,11 @@ counting against its node before the next (kube's `podGroupSchedulingDefaultAlgo
   fits without evicting it. The rest are the victims: evicted all, or none when the gang does not
   fit even with every one gone. The pods of a PodGroup with `disruptionMode: PodGroup` are
   victims together (v1beta1: `disruptionMode: All`). No pod of a gang preempts on its own.
+
+With a PlacementGenerate plugin in the profile, or where the cluster shows kube's
+TopologyAwareWorkloadScheduling on (a group with a topology key; any PodGroup with
+`schedulingConstraints`), the group is tried in each placement — a domain of the key — and the best
+kept (`placer.engine.placement`, docs/gang.md); a group with a key does not preempt.
 
 `GroupDecision.condition` is what the group's status condition says afterwards, and
 `condition_update` the status the operator writes (kube's `updatePodGroupCondition`: a True
@@ -50,6 +56,16 @@ from placer.engine.groups import (
     waiting_reason,
 )
 from placer.engine.objects import PodInfo
+from placer.engine.placement import (
+    GROUP_UNSCHEDULABLE,
+    WAP_NOT_SUPPORTED,
+    Attempt,
+    GroupRun,
+    PlacementTry,
+    generator_of,
+    place_group,
+    refused_preemption,
+)
 from placer.engine.profile import Profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision, Scheduler
@@ -65,16 +81,20 @@ __all__ = [
     "group_priority",
 ]
 
-# kube's words: the GangScheduling Permit's wait, the pod group cycle's error, and what a pod that
-# fitted in a gang that did not reads (`NewStatus(Unschedulable, permit).WithError(errPodGroupUnschedulable)`)
+# kube's words: the GangScheduling Permit's wait, what kube's RunPermitPlugins appends to a Wait, and
+# what a pod that fitted in a gang that did not reads (`NewStatus(Unschedulable,
+# permit.Message()).WithError(errPodGroupUnschedulable)`, measured on kube-scheduler v1.36.2)
 GANG_WAITING = "waiting for minCount pods from a gang to be scheduled"
-GROUP_UNSCHEDULABLE = "pod group is unschedulable"
-MEMBER_UNSCHEDULABLE = f"{GROUP_UNSCHEDULABLE}, {GANG_WAITING}"
+PERMIT_WAITING = "one or more plugins asked to wait and no plugin rejected pod"
+MEMBER_UNSCHEDULABLE = f"{GROUP_UNSCHEDULABLE}, {GANG_WAITING}, {PERMIT_WAITING}"
 MIXED_SCHEDULERS = 'all pods in a single pod group should have the same .spec.schedulerName set, got: "{}" and "{}"'
 # kube's workload-aware preemption (PodGroupEvaluator) and the preemption plugin's shared reasons
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
 NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+# kube's DefaultPreemption PostFilter for a pod of a group when the WorkloadAwarePreemption gate is on
+# (a server that serves PodGroup `spec.priority`): the group preempts as a whole, never its pods
+WAP_ENABLED = "preemption: not eligible due to workload aware preemption enabled"
 
 
 class Outcome(enum.Enum):
@@ -101,6 +121,12 @@ class GroupDecision:
     victims: tuple[PodInfo, ...] = ()
     #: pods of the group already bound or assumed before this decision
     scheduled_before: int = 0
+    #: with a PlacementGenerate plugin in the profile: every placement tried (in order), and the
+    #: one chosen (its domain; None when the group fitted in none)
+    placements: list[PlacementTry] = field(default_factory=list)
+    placement: str | None = None
+    #: ERROR inside the group's cycle (a placement plugin's), which kube writes as SchedulerError
+    cycle_error: bool = False
 
     @property
     def placed(self) -> bool:
@@ -118,6 +144,8 @@ class GroupDecision:
             return "True", "Scheduled", self.message
         if self.outcome in (Outcome.UNSCHEDULABLE, Outcome.PREEMPTING):
             return "False", "Unschedulable", self.message
+        if self.cycle_error:
+            return "False", "SchedulerError", self.message
         return None
 
     @property
@@ -151,51 +179,6 @@ def _without_post_filters(profile: Profile) -> Profile:
 
 def _preempts(profile: Profile) -> bool:
     return any(plugin.name == "DefaultPreemption" for plugin in profile.post_filters)
-
-
-@dataclass(slots=True)
-class _Attempt:
-    decisions: list[Decision]
-    fitted: list[tuple[PodInfo, Decision]]
-
-    def enough(self, already: int, quorum: int) -> bool:
-        return bool(self.fitted) and already + len(self.fitted) >= quorum
-
-
-class _Run:
-    """One group's tries on the cluster: each pod scheduled and assumed in turn, then undone."""
-
-    def __init__(self, scheduler: Scheduler, profile: Profile, cluster: ClusterState, pods: Sequence[PodInfo],
-                 top: int, quorum: int, already: int) -> None:
-        self.scheduler, self.profile, self.cluster = scheduler, profile, cluster
-        self.bare = _without_post_filters(profile)
-        self.pods, self.top, self.quorum, self.already = pods, top, quorum, already
-
-    def attempt(self, early: bool = False) -> _Attempt:
-        """Every pod in turn, those that fit assumed. `early`: stop once the answer is known (the
-        quorum met, or out of reach) — for preemption's what-ifs, which need only yes or no."""
-        result = _Attempt([], [])
-        remaining = len(self.pods)
-        for pod in self.pods:
-            if early and (result.enough(self.already, self.quorum)
-                          or self.already + len(result.fitted) + remaining < self.quorum):
-                break
-            remaining -= 1
-            decision = self.scheduler.schedule(pod, self.bare, self.cluster, top=self.top)
-            if decision.node is not None:
-                self.scheduler.assume(pod, decision, self.profile, self.cluster)
-                result.fitted.append((pod, decision))
-            result.decisions.append(decision)
-        return result
-
-    def undo(self, attempt: _Attempt) -> None:
-        for pod, decision in reversed(attempt.fitted):
-            self.scheduler.forget(pod, decision, self.profile, self.cluster)
-
-    def fits(self) -> bool:
-        attempt = self.attempt(early=True)
-        self.undo(attempt)
-        return attempt.enough(self.already, self.quorum)
 
 
 def decide_group(
@@ -232,26 +215,54 @@ def decide_group(
         result.decisions = [Decision(pod.key, profile.name, None, result.message) for pod in ordered]
         return result
 
-    run = _Run(scheduler, profile, cluster, ordered, top, group.quorum, already)
-    attempt = run.attempt()
-    result.decisions = attempt.decisions
-    if attempt.enough(already, group.quorum):
+    run = GroupRun(scheduler, profile, _without_post_filters(profile), cluster, ordered, top, group.quorum, already)
+    generator = generator_of(profile, group, cluster.catalog)
+    base = GROUP_UNSCHEDULABLE
+    if generator is None:  # kube's default algorithm (TopologyAwareWorkloadScheduling off)
+        tried = run.attempt()
+        placed = tried.enough(already, group.quorum)
+        if not placed:
+            run.undo(tried)
+        attempt: Attempt | None = tried
+    else:  # kube's placement algorithm: the group tried in each placement, the best kept
+        found = place_group(run, generator, group)
+        result.placements, result.placement = found.tries, found.chosen
+        if found.error:
+            result.outcome, result.cycle_error = Outcome.ERROR, True
+            result.message = found.message
+            result.decisions = [Decision(pod.key, profile.name, None, found.message) for pod in ordered]
+            return result
+        attempt, placed = found.attempt, not found.message
+        base = found.message or base
+    if placed and attempt is not None:
+        result.decisions = attempt.decisions
         result.outcome = Outcome.PLACED
         return result
-    run.undo(attempt)
     result.outcome = Outcome.UNSCHEDULABLE
-    result.message = GROUP_UNSCHEDULABLE
+    result.message = base
+    whole = attempt is None
+    if attempt is None:  # no placement at all: every pod gets the group's status
+        attempt = Attempt([Decision(pod.key, profile.name, None, base) for pod in ordered], [])
+    result.decisions = attempt.decisions
     for _, decision in attempt.fitted:  # nothing held: what fitted waits for the rest
         _unplaced(decision, MEMBER_UNSCHEDULABLE)
     if not _preempts(profile):
         return result
+    if generator is not None and (group.topology_key or group.constrained):
+        _constrained(result, attempt, group.topology_key != "", whole, profile, cluster)
+        if group.topology_key:
+            return result
     victims, why = _preemption(run, group, ref, cluster)
     if why is not None:
-        result.message = f"{GROUP_UNSCHEDULABLE}, {why}"
+        result.message = f"{base}, {why}"
         for decision in attempt.decisions:
-            if decision.message is not None and decision.message != MEMBER_UNSCHEDULABLE:
-                decision.post_filter_message = f"preemption: {why}"
-                decision.clears_nomination = why != NEVER
+            if decision.message is not None and decision.message != MEMBER_UNSCHEDULABLE \
+                    and decision.post_filter_period:  # not refused by `_constrained`
+                if group.priority is not None:  # WorkloadAwarePreemption on: the pod's own PostFilter's words
+                    decision.post_filter_message, decision.clears_nomination = WAP_ENABLED, False
+                else:
+                    decision.post_filter_message = f"preemption: {why}"
+                    decision.clears_nomination = why != NEVER
         return result
     result.outcome = Outcome.PREEMPTING
     result.victims = tuple(record.pod for record in victims)
@@ -264,6 +275,24 @@ def decide_group(
     return result
 
 
+def _constrained(result: GroupDecision, attempt: Attempt, topology: bool, whole: bool, profile: Profile,
+                 cluster: ClusterState) -> None:
+    """A group with scheduling constraints, the gate on: its pods' own PostFilters are kube's
+    DefaultPreemption refusing them (`refused_preemption`), and with a topology key workload-aware
+    preemption refuses the group (its reason appended to the group's status, which pods without a
+    result share)."""
+    if topology:
+        result.message = f"{result.message}, {WAP_NOT_SUPPORTED}"
+    pods = {pod.key: pod for pod in result.pods}
+    for decision in attempt.decisions:
+        if whole:
+            decision.message = result.message
+        elif decision.message is not None and decision.message != MEMBER_UNSCHEDULABLE:
+            decision.post_filter_message = refused_preemption(profile, pods[decision.pod], cluster)
+            decision.post_filter_period = False  # kube's refusal ends without one
+            decision.clears_nomination = True
+
+
 def _unplaced(decision: Decision, message: str) -> None:
     """A decision whose node was given back: the pod stays pending with `message`."""
     decision.node = None
@@ -274,7 +303,7 @@ def _unplaced(decision: Decision, message: str) -> None:
     decision.reservations = {}
 
 
-def _attribute(final: _Attempt, victims: Sequence[PodRecord], first: dict[str, str | None]) -> None:
+def _attribute(final: Attempt, victims: Sequence[PodRecord], first: dict[str, str | None]) -> None:
     """Each placed pod's `preemption`: the victims on its node not listed for an earlier pod (those
     on nodes no pod of the gang takes go with the first), set when it has some or did not fit
     before; its message, why it did not fit before (None when it did)."""
@@ -379,7 +408,7 @@ def _split_by_budgets(victims: Sequence[_Victim], catalog: Catalog) -> tuple[lis
     return violating, fine
 
 
-def _preemption(run: _Run, group: PodGroupInfo, ref: GroupRef, cluster: ClusterState) -> tuple[
+def _preemption(run: GroupRun, group: PodGroupInfo, ref: GroupRef, cluster: ClusterState) -> tuple[
     list[PodRecord], str | None
 ]:
     """kube's `PodGroupEvaluator.selectVictimsOnDomain` on the whole cluster: (the victims, None),

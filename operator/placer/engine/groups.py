@@ -34,6 +34,7 @@ from placer.engine.catalog import Catalog, Kind
 from placer.engine.cluster import ClusterState, PodTracker
 from placer.engine.fields import FieldError, is_mapping, mapping, section, sequence
 from placer.engine.objects import ObjectError, PodInfo, object_meta
+from placer.engine.pod_claims import PodClaim, parse_group_claims
 
 __all__ = [
     "BASIC",
@@ -45,6 +46,7 @@ __all__ = [
     "POD_GROUP_V1ALPHA2",
     "POD_GROUP_V1BETA1",
     "SCHEDULER_PLUGINS_POD_GROUP",
+    "TOPOLOGY_KEY_ANNOTATION",
     "WAIT_FOR_GROUP",
     "WAIT_FOR_QUORUM",
     "GroupCondition",
@@ -68,6 +70,9 @@ POD_GROUP_KIND = "PodGroup"
 COSCHEDULING_KIND = "PodGroup.scheduling.x-k8s.io"
 #: scheduler-plugins' membership label (`v1alpha1.PodGroupLabel`)
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+#: Placer's annotation on a scheduler-plugins PodGroup: the node label whose one domain (rack,
+#: block) must hold all its pods, as upstream's `spec.schedulingConstraints.topology[0].key`
+TOPOLOGY_KEY_ANNOTATION = "placer.dev/topology-key"
 
 #: the scheduled condition's type by upstream version (kube renamed it for v1beta1)
 CONDITION_TYPES = {
@@ -137,10 +142,18 @@ class PodGroupInfo:
     priority_class_name: str = ""
     #: spec.disruptionMode as written: "Pod" / "PodGroup" (v1alpha2), "Single" / "All" (v1beta1)
     disruption_mode: str = "Pod"
+    #: spec.resourceClaims (DRAWorkloadResourceClaims): claims allocated once for the whole group,
+    #: reserved for the PodGroup; a template's claim is named in status.resourceClaimStatuses
+    resource_claims: tuple[PodClaim, ...] = ()
     #: spec.preemptionPolicy (v1beta1): "Never" = the group never preempts
     preemption_policy: str = ""
     #: scheduler-plugins' spec.scheduleTimeoutSeconds (how long its members may wait on Permit)
     schedule_timeout: int | None = None
+    #: spec.schedulingConstraints.topology[0].key (TopologyAwareWorkloadScheduling), or
+    #: scheduler-plugins' annotation `placer.dev/topology-key`: all its pods in one domain of it;
+    #: `constrained`: spec.schedulingConstraints is set at all (kube then skips pod-by-pod preemption)
+    topology_key: str = ""
+    constrained: bool = False
     #: upstream status.conditions (scheduler-plugins groups: empty); `phase` is scheduler-plugins'
     conditions: tuple[GroupCondition, ...] = ()
     phase: str = ""
@@ -251,11 +264,41 @@ def _upstream(api_version: str) -> Any:
             priority=None if priority is None else _int(priority, "spec.priority"),
             priority_class_name=str(spec.get("priorityClassName") or ""),
             disruption_mode=mode,
+            resource_claims=_group_claims(spec, section(obj, "status")),
             preemption_policy=policy_value,
             conditions=_conditions(section(obj, "status")),
+            topology_key=_topology_key(spec),
+            constrained=spec.get("schedulingConstraints") is not None,
         )
 
     return parse
+
+
+def _topology_key(spec: Mapping[str, Any]) -> str:
+    """`spec.schedulingConstraints.topology[0].key` ("" when unset), validated as the API server
+    does (`+k8s:maxItems=1`, the key required)."""
+    try:
+        constraints = mapping(spec.get("schedulingConstraints"), "spec.schedulingConstraints")
+        topology = sequence(constraints.get("topology"), "spec.schedulingConstraints.topology")
+    except FieldError as error:
+        raise ObjectError(error.path, error.message) from None
+    if len(topology) > 1:
+        raise ObjectError("spec.schedulingConstraints.topology",
+                          f"Too many: {len(topology)}: must have at most 1 item")
+    if not topology:
+        return ""
+    first = topology[0]
+    key = first.get("key") if is_mapping(first) else None
+    if not key or not isinstance(key, str):
+        raise ObjectError("spec.schedulingConstraints.topology[0].key", "Required value")
+    return key
+
+
+def _group_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    try:
+        return parse_group_claims(spec.get("resourceClaims"), status.get("resourceClaimStatuses"))
+    except FieldError as error:
+        raise ObjectError(error.path, error.message) from None
 
 
 def parse_scheduler_plugins_group(obj: Mapping[str, Any]) -> PodGroupInfo:
@@ -269,7 +312,15 @@ def parse_scheduler_plugins_group(obj: Mapping[str, Any]) -> PodGroupInfo:
         0 if members is None else _int(members, "spec.minMember", 0), *_meta_numbers(meta),
         schedule_timeout=None if timeout is None else _int(timeout, "spec.scheduleTimeoutSeconds", 0),
         phase=str(status.get("phase") or ""),
+        topology_key=_annotated_topology_key(meta),
     )
+
+
+def _annotated_topology_key(meta: Mapping[str, Any]) -> str:
+    """scheduler-plugins' PodGroup has no topology field: Placer reads `TOPOLOGY_KEY_ANNOTATION`."""
+    annotations = meta.get("annotations")
+    key = annotations.get(TOPOLOGY_KEY_ANNOTATION) if is_mapping(annotations) else None
+    return key if isinstance(key, str) else ""
 
 
 POD_GROUP_V1BETA1 = Kind(POD_GROUP_KIND, "scheduling.k8s.io/v1beta1", "podgroups", True,

@@ -7,8 +7,8 @@ Each value is immutable and carries its `namespace` ("" for cluster-scoped kinds
 - Namespace: its labels, for inter-pod affinity's `namespaceSelector`.
 - Service, ReplicaSet, StatefulSet: their selectors, for PodTopologySpread's system default
   constraints (kube's `helper.DefaultSelector`).
-- PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode: for the volume plugins
-  (`placer.engine.storage`).
+- PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, VolumeAttachment: for the volume
+  plugins (`placer.engine.storage`).
 - DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate (`resource.k8s.io/v1`): Dynamic
   Resource Allocation (`placer.engine.devices`), for DynamicResources.
 - PodDisruptionBudget: which pods preemption would rather spare; PriorityClass: the priority of a
@@ -37,7 +37,13 @@ from placer.engine.fields import FieldError, section
 from placer.engine.groups import group_kind
 from placer.engine.labels import LabelSelector, parse_label_selector
 from placer.engine.objects import ObjectError, PodInfo, object_meta
-from placer.engine.storage import parse_claim, parse_csinode, parse_storage_class, parse_volume
+from placer.engine.storage import (
+    parse_claim,
+    parse_csinode,
+    parse_storage_class,
+    parse_volume,
+    parse_volume_attachment,
+)
 
 __all__ = [
     "KINDS",
@@ -187,6 +193,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("PersistentVolume", "v1", "persistentvolumes", False, parse_volume),
     Kind("StorageClass", "storage.k8s.io/v1", "storageclasses", False, parse_storage_class),
     Kind("CSINode", "storage.k8s.io/v1", "csinodes", False, parse_csinode),
+    Kind("VolumeAttachment", "storage.k8s.io/v1", "volumeattachments", False, parse_volume_attachment),
     Kind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True, parse_pdb),
     Kind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False, parse_priority_class),
     Kind("DeviceClass", "resource.k8s.io/v1", "deviceclasses", False, parse_device_class),

@@ -116,7 +116,7 @@ class Toleration:
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement:
-    """One requirement, validated; matched against node columns in `placer.plugins._selectors`."""
+    """One requirement, validated; matched against node columns in `placer.engine.node_selectors`."""
 
     key: str
     operator: str

@@ -5,6 +5,12 @@ Each entry names a ResourceClaim directly (`resourceClaimName`) or a ResourceCla
 and records its name in `status.resourceClaimStatuses` (kube's `resourceclaim.Name`). The claims
 themselves are catalog objects (`placer.engine.devices`); the DynamicResources plugin resolves
 them. Most pods have none: they share `NO_CLAIMS`.
+
+A PodGroup's `spec.resourceClaims` (kube v1.36, the DRAWorkloadResourceClaims gate) has the same
+shape, with `status.resourceClaimStatuses` on the PodGroup (`parse_group_claims`): a member's entry
+that matches one of them exactly — same name, same `resourceClaimName` or
+`resourceClaimTemplateName` (`PodClaim.same_reference`, kube's `resourceclaim.BindTo`) — uses the
+group's claim, reserved for the PodGroup rather than for the pod.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 from placer.engine.fields import FieldError, mapping, sequence
 from placer.engine.volumes import required_string
 
-__all__ = ["NO_CLAIMS", "PodClaim", "parse_pod_claims"]
+__all__ = ["MAX_GROUP_CLAIMS", "NO_CLAIMS", "PodClaim", "parse_group_claims", "parse_pod_claims"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +35,16 @@ class PodClaim:
     recorded: bool = False  # a status entry exists for it (template entries only)
     generated: str | None = None  # the status entry's resourceClaimName (None: no claim needed)
 
+    def same_reference(self, other: PodClaim) -> bool:
+        """kube's `BindTo` match: a pod's entry refers to a PodGroup's claim when the name and the
+        claim or template it names are the same."""
+        return (self.name == other.name and self.claim_name == other.claim_name
+                and self.template_name == other.template_name)
+
 
 NO_CLAIMS: tuple[PodClaim, ...] = ()
+#: kube's `MaxPodGroupResourceClaims` (`+k8s:maxItems=4` on a PodGroup's spec.resourceClaims)
+MAX_GROUP_CLAIMS = 4
 
 
 def _optional_name(item: Mapping[str, Any], key: str, path: str) -> str | None:
@@ -65,3 +79,25 @@ def parse_pod_claims(raw: Any, statuses: Any) -> tuple[PodClaim, ...]:
             )
         )
     return tuple(claims) if claims else NO_CLAIMS
+
+
+def parse_group_claims(raw: Any, statuses: Any) -> tuple[PodClaim, ...]:
+    """A PodGroup's `spec.resourceClaims` with its `status.resourceClaimStatuses`, validated as the
+    API server does (at most 4 entries, unique names, exactly one of `resourceClaimName` and
+    `resourceClaimTemplateName`); FieldError names the field."""
+    claims = parse_pod_claims(raw, statuses)
+    if len(claims) > MAX_GROUP_CLAIMS:
+        raise FieldError("spec.resourceClaims", f"Too many: {len(claims)}: must have at most {MAX_GROUP_CLAIMS} items")
+    seen: set[str] = set()
+    for i, claim in enumerate(claims):
+        path = f"spec.resourceClaims[{i}]"
+        if claim.name in seen:
+            raise FieldError(f"{path}.name", f'Duplicate value: "{claim.name}"')
+        seen.add(claim.name)
+        if claim.claim_name is None and claim.template_name is None:
+            raise FieldError(path, 'Invalid value: "": must specify one of: `resourceClaimName`, '
+                                   "`resourceClaimTemplateName`")
+        if claim.claim_name is not None and claim.template_name is not None:
+            raise FieldError(path, 'Invalid value: "{resourceClaimName, resourceClaimTemplateName}": must '
+                                   "specify exactly one of: `resourceClaimName`, `resourceClaimTemplateName`")
+    return claims

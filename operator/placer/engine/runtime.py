@@ -18,6 +18,7 @@ copies, and a cycle with no nominated pods skips that bookkeeping.
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from placer.engine.framework import (
     Plugin,
     PostBindPlugin,
     PostFilterContext,
+    PostFilterWrites,
     PreBind,
     PreBindPlugin,
     Preemption,
@@ -154,6 +156,12 @@ class Decision:
     post_filter_message: str | None = None
     #: whether that failure drops the pod's nomination (`PostFilterPlugin.clears_nomination`)
     clears_nomination: bool = False
+    #: whether kube's text ends the PostFilter's sentence with a period (its preemption FitError
+    #: does; a refusal such as `preemption: not eligible due to ...` does not)
+    post_filter_period: bool = True
+    #: what the PostFilter plugins wrote trying (`PostFilterWrites`: a claim deallocated), for the
+    #: operator to make whatever the decision
+    post_filter_writes: tuple[Write, ...] = ()
     #: the Permit plugins' verdict (set by `Scheduler.permit`); None before Permit ran
     permit: Permit | None = None
     #: every scored candidate's total (references only: a shadow profile compares another
@@ -166,7 +174,7 @@ class Decision:
         sentence (`... 5 Insufficient cpu. preemption: 0/5 nodes are available: ...`)."""
         if self.message is None or self.post_filter_message is None:
             return self.message
-        return f"{self.message} {self.post_filter_message}."
+        return f"{self.message} {self.post_filter_message}{'.' if self.post_filter_period else ''}"
 
     @property
     def scheduled(self) -> bool:
@@ -266,14 +274,19 @@ class Scheduler:
         self._holders: dict[int, tuple[PermitPlugin[Any], int]] = {}
         self._held_by: dict[str, tuple[PermitPlugin[Any], ...]] = {}
 
-    def schedule(self, pod: PodInfo, profile: Profile, cluster: ClusterState, top: int = 3) -> Decision:
+    def schedule(self, pod: PodInfo, profile: Profile, cluster: ClusterState, top: int = 3,
+                 placement: np.ndarray | None = None) -> Decision:
         """Decide for one pod; changes nothing in `cluster` (the caller assumes the pod, or, for a
-        preemption, evicts the victims and nominates it)."""
+        preemption, evicts the victims and nominates it). `placement` (a bool mask over slots): only
+        those nodes are candidates and counted (kube's snapshot with a placement assumed, a pod
+        group's topology domain: `0/N nodes` counts the placement's nodes)."""
         decision = Decision(pod=pod.key, profile=profile.name, node=None)
         if pod.error is not None:
             decision.message = pod.error
             return decision
-        all_nodes = cluster.node_count
+        if placement is not None:
+            placement = placement & cluster.present[: cluster.size]
+        all_nodes = cluster.node_count if placement is None else int(np.count_nonzero(placement))
         if all_nodes == 0:
             decision.message = NO_NODES_MESSAGE
             return decision
@@ -285,11 +298,16 @@ class Scheduler:
             # the nodes to evaluate: all, or those the PreFilters named and the pod's nominated node
             # (kube tries that one first, whatever the PreFilterResult)
             within = None if narrowed is None else self._with_nominated(narrowed.allowed, pod, cluster)
+            if placement is not None:
+                within = placement if within is None else within & placement
             feasible = None if pod_reason is not None else self._filter(pod, profile, cluster, within)
         if feasible is not None and nominated and feasible.any():
             feasible &= self._filter(pod, profile, cluster, within)
+        allowed = None if narrowed is None else narrowed.allowed
+        if placement is not None:
+            allowed = placement if allowed is None else allowed & placement
         slots = np.empty(0, dtype=np.int64) if feasible is None else self._nodes_to_score(
-            feasible, profile, cluster, all_nodes, pod, None if narrowed is None else narrowed.allowed)
+            feasible, profile, cluster, all_nodes, pod, allowed)
         if slots.size == 0:
             with cluster.with_pods(nominated):
                 self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within)
@@ -369,16 +387,42 @@ class Scheduler:
             decision.wake_on = frozenset().union(*(plugin.events for plugin in rejected_by))
             order = cluster.scan_order()
             candidates = order[resolvable[order]]
+        # kube's RunPostFilterPlugins: in order until one nominates a node; the others' reasons
+        # joined, the nomination dropped as the last that decided one way says
+        messages: list[str] = []
+        reached = functools.partial(self._reached, pod, profile, cluster, within)
         for plugin in profile.post_filters:
-            context = PostFilterContext(candidates, all_nodes, *self._checks(pod, profile, cluster))
+            context = PostFilterContext(candidates, all_nodes, *self._checks(pod, profile, cluster), reached=reached)
             outcome = plugin.post_filter(pod, cluster, context)
+            if isinstance(outcome, PostFilterWrites):
+                decision.post_filter_writes += outcome.writes
+                outcome = outcome.message
             if isinstance(outcome, Preemption):
                 decision.preemption = outcome
                 decision.post_filter_message = None
                 decision.clears_nomination = False
                 return
-            decision.post_filter_message = outcome
-            decision.clears_nomination = plugin.clears_nomination(outcome)
+            if outcome:  # (an Unschedulable status without reasons adds none)
+                messages.append(outcome)
+                decision.post_filter_message = ", ".join(messages)
+            decision.clears_nomination = decision.clears_nomination or plugin.clears_nomination(outcome)
+
+    @staticmethod
+    def _reached(
+        pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None, name: str
+    ) -> np.ndarray | None:
+        """The nodes the profile's filter `name` was run on: every earlier filter passed them (kube
+        stops at a node's first failing filter); None when the profile has no such filter."""
+        remaining = cluster.present[: cluster.size].copy()
+        if within is not None:
+            remaining &= within
+        for plugin in profile.filters:
+            if plugin.name == name:
+                return remaining
+            mask = plugin.filter(pod, cluster)
+            if mask is not None:
+                remaining &= mask
+        return None
 
     @staticmethod
     def _checks(pod: PodInfo, profile: Profile, cluster: ClusterState) -> tuple[

@@ -1,5 +1,5 @@
-"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, as the volume plugins read
-them (catalog kinds: see `placer.engine.kinds`).
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and VolumeAttachments, as the
+volume plugins read them (catalog kinds: see `placer.engine.kinds`).
 
 The rules that tie them together are kube's `component-helpers/storage/volume`:
 `claim_class`/`volume_class` (the beta annotation wins over `storageClassName`), a claim is *fully
@@ -27,6 +27,7 @@ __all__ = [
     "ClaimInfo",
     "CsiNodeInfo",
     "StorageClassInfo",
+    "VolumeAttachmentInfo",
     "VolumeBindings",
     "VolumeInfo",
     "find_matching_volume",
@@ -34,6 +35,7 @@ __all__ = [
     "parse_csinode",
     "parse_storage_class",
     "parse_volume",
+    "parse_volume_attachment",
 ]
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -278,6 +280,35 @@ def parse_csinode(obj: Mapping[str, Any]) -> CsiNodeInfo:
         raise ObjectError(error.path, error.message) from None
     migrated = frozenset(p.strip() for p in str(_annotations(meta).get(MIGRATED_PLUGINS) or "").split(",") if p.strip())
     return CsiNodeInfo(name, limits, migrated)
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeAttachmentInfo:
+    """A `storage.k8s.io/v1` VolumeAttachment: a CSI driver (`attacher`) attaching a volume to a
+    node — NodeVolumeLimits counts it against the node's limit (kube v1.33+) while no pod there
+    uses the volume. `volume`: `spec.source.persistentVolumeName` ("" for an inline volume spec)."""
+
+    name: str
+    attacher: str = ""
+    node_name: str = ""
+    volume: str = ""
+    namespace: str = ""
+
+
+def parse_volume_attachment(obj: Mapping[str, Any]) -> VolumeAttachmentInfo:
+    _, name, _ = object_meta(obj, "VolumeAttachment", namespaced=False)
+    spec = section(obj, "spec")
+    try:
+        source = mapping(spec.get("source"), "spec.source")
+    except FieldError as error:
+        raise ObjectError(error.path, error.message) from None
+    fields = {"attacher": spec.get("attacher"), "nodeName": spec.get("nodeName"),
+              "source.persistentVolumeName": source.get("persistentVolumeName")}
+    for path, value in fields.items():
+        if value is not None and not isinstance(value, str):
+            raise ObjectError(f"spec.{path}", f"must be a string, not {value!r}")
+    return VolumeAttachmentInfo(name, str(spec.get("attacher") or ""), str(spec.get("nodeName") or ""),
+                                str(source.get("persistentVolumeName") or ""))
 
 
 def find_matching_volume(

@@ -51,8 +51,32 @@ claim (kube's `<pod>-extended-resources-XXXXX`, owned by the pod), writes its fi
 and reservation, then the pod's `status.extendedResourceClaimStatus` (`extended_writes`); undone —
 the claim deleted — if the binding fails.
 
-Not modelled: PodGroup claims, binding conditions, consumable capacity, kube's PostFilter
-deallocation of a claim whose node selector fits no node (or deletion of a stale special claim).
+PostFilter (no node fits; kube runs it before DefaultPreemption, and so does the default profile):
+an allocated claim of the pod whose `allocation.nodeSelector` rejected a node that every filter
+before this one passed, reserved for nobody or only for this pod, is deallocated — a status update
+clearing `allocation`, `reservedFor` and `devices`, with the claim's resourceVersion as
+precondition — "deallocation of ResourceClaim completed"; else a special claim of the pod's backed
+extended resources left by an earlier attempt is deleted (its finalizer removed first) —
+"deletion of ResourceClaim completed"; else "still not schedulable" ("no new claims to
+deallocate" for a pod without claims, or one rejected before its claims were looked at). The
+message joins DefaultPreemption's: `... no new claims to deallocate, preemption: 0/3 nodes are
+available: ...`, as kube v1.36 words it (`post_filter`, `deallocation_writes`, `deletion_writes`).
+
+A PodGroup's claims (kube v1.36's DRAWorkloadResourceClaims): a member's `spec.resourceClaims`
+entry that matches one of its PodGroup's `spec.resourceClaims` exactly (name, and the same claim or
+template) uses the group's claim, reserved for the PodGroup — `reservedFor: [{apiGroup:
+scheduling.k8s.io, resource: podgroups, name, uid}]` (kube's `BindTo`) — never for the pod. The
+first member of a group decision to need it allocates it; the members after it reuse that pending
+allocation (kube's `podGroupStateData.pendingAllocations`): only the node must satisfy its node
+selector. Once the claim is allocated and reserved for the group, a member needs no write at all.
+A template's claim the PodGroup controls is accepted as the pod's (`neither Pod nor PodGroup X is
+the owner` otherwise). Pods of one group sharing a claim of their own (reserved for pods) share its
+pending allocation the same way (kube's group cycle does, whatever the gate): the members after the
+first join `reservedFor` once the first member's allocation has landed. If a binding fails, a
+PodGroup's reservation stays (kube's Unreserve leaves it: other members may use the claim).
+
+Not modelled: binding conditions, consumable capacity, kube's PostFilter taking a PodGroup out of
+its claims' `reservedFor` when none of its pods is scheduled (the group decision runs no PostFilter).
 
 Args: none.
 
@@ -89,6 +113,7 @@ from placer.engine.devices import (
     DELETE_PROTECTION,
     EXACT_COUNT,
     FIRST_AVAILABLE_MAX_SIZE,
+    POD_GROUP_API_GROUP,
     Allocation,
     ConsumerRef,
     DeviceClassInfo,
@@ -111,6 +136,9 @@ from placer.engine.framework import (
     FilterPlugin,
     NoArgs,
     ObjectRef,
+    PostFilterContext,
+    PostFilterPlugin,
+    PostFilterWrites,
     PreBind,
     PreBindPlugin,
     ReservePlugin,
@@ -118,8 +146,9 @@ from placer.engine.framework import (
     Write,
     default_normalize,
 )
+from placer.engine.groups import POD_GROUP_KIND, GroupRef, PodGroupInfo, group_of, lookup
+from placer.engine.node_selectors import term_mask
 from placer.engine.objects import PodInfo
-from placer.plugins._selectors import term_mask
 
 __all__ = [
     "CANNOT_ALLOCATE",
@@ -128,6 +157,8 @@ __all__ = [
     "DeviceReservation",
     "DynamicResources",
     "claim_object",
+    "deallocation_writes",
+    "deletion_writes",
     "extended_writes",
     "prebind_writes",
     "release_pod",
@@ -139,6 +170,11 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 INVALID_POOLS = "invalid resource pools were encountered"
 CANNOT_FIT = "cannot fit resource"
 STALE_EXTENDED = "cannot schedule extended resource claim"
+# the PostFilter's statuses (kube's words)
+NO_CLAIMS = "no new claims to deallocate"
+DEALLOCATED = "deallocation of ResourceClaim completed"
+DELETED = "deletion of ResourceClaim completed"
+STILL_UNSCHEDULABLE = "still not schedulable"
 # a node's code, and its reason
 REASONS = {1: NOT_AVAILABLE, 2: CANNOT_ALLOCATE, 3: INVALID_POOLS, 4: CANNOT_FIT, 5: STALE_EXTENDED}
 UNSERVED_API = "resource.k8s.io/v1"
@@ -155,9 +191,13 @@ class ClaimReservation:
     #: `status.allocation` to write (the API's JSON); None: the claim is allocated already, only
     #: `reservedFor` gets the pod
     allocation: Mapping[str, Any] | None
-    consumer: ConsumerRef  # the `status.reservedFor` entry of the pod
+    consumer: ConsumerRef  # the `status.reservedFor` entry: the pod, or its PodGroup (a group's claim)
     #: the special claim of the pod's backed extended resources: created by PreBind
     extended: ExtendedClaim | None = None
+    #: a claim whose pending allocation an earlier member of the pod's group made (not listed as this
+    #: pod's devices): for a PodGroup's claim the same writes (whichever lands first; the others
+    #: count as landed); for a claim reserved for pods, this pod joins `reservedFor` (`_join_write`)
+    shared: bool = False
 
     @property
     def key(self) -> str:
@@ -177,7 +217,7 @@ class DeviceReservation:
         """`placer simulate`'s `devices`: the devices this placement allocated, claim by claim."""
         out = []
         for claim in self.claims:
-            if claim.allocation is None:
+            if claim.allocation is None or claim.shared:
                 continue
             for result in claim.allocation.get("devices", {}).get("results", []):
                 out.append({"claim": claim.key, "request": result["request"], "driver": result["driver"],
@@ -250,7 +290,8 @@ def prebind_writes(reservation: ClaimReservation) -> list[Write]:
     1. when a new allocation is written and the claim lacks it, the finalizer
        `resource.kubernetes.io/delete-protection` (a merge patch of `metadata.finalizers`, with the
        claim's resourceVersion as precondition);
-    2. `status.allocation` (new allocations) and `status.reservedFor` + the pod: a merge patch of the
+    2. `status.allocation` (new allocations) and `status.reservedFor` + the pod (or its PodGroup, for
+       a group's claim: then nothing is undone, as in kube): a merge patch of the
        status subresource with the resourceVersion as precondition when nothing was written before
        it; after the finalizer (whose resourceVersion is not known yet), a JSON patch whose `test`
        operations require the claim's uid and its whole `status` as read — the same guarantee: no
@@ -258,20 +299,26 @@ def prebind_writes(reservation: ClaimReservation) -> list[Write]:
     """
     claim = reservation.claim
     target = claim_object(claim)
+    if reservation.shared and not reservation.consumer.pod_group:
+        return [_join_write(reservation)]
     writes: list[Write] = []
     needs_finalizer = reservation.allocation is not None and DELETE_PROTECTION not in claim.finalizers
     if needs_finalizer:
         writes.append(Write(
             target, {"metadata": {"finalizers": [*claim.finalizers, DELETE_PROTECTION]}},
             resource_version=claim.resource_version,
-            landed=_has_finalizer, undo=functools.partial(_undo_finalizer, reservation),
+            landed=_has_finalizer, undo=None if reservation.consumer.pod_group
+            else functools.partial(_undo_finalizer, reservation),
         ))
     reserved = [r.as_json() for r in claim.reserved_for] + [reservation.consumer.as_json()]
     status: dict[str, Any] = {"reservedFor": reserved}
     if reservation.allocation is not None:
         status["allocation"] = dict(reservation.allocation)
     landed = functools.partial(_landed, reservation)
-    undo = functools.partial(_undo_status, reservation)
+    # kube's Unreserve leaves a PodGroup's reservation (and so its allocation and finalizer): other
+    # members of the group may use the claim, bound or about to be
+    group = reservation.consumer.pod_group
+    undo = None if group else functools.partial(_undo_status, reservation)
     if not needs_finalizer:
         writes.append(Write(target, {"status": status}, subresource="status",
                             resource_version=claim.resource_version, landed=landed, undo=undo))
@@ -284,6 +331,24 @@ def prebind_writes(reservation: ClaimReservation) -> list[Write]:
         writes.append(Write(target, operations, patch_type=JSON_PATCH, subresource="status", landed=landed,
                             undo=undo))
     return writes
+
+
+def _join_write(reservation: ClaimReservation) -> Write:
+    """A member of a group joining a claim (reserved for pods) that an earlier member of the same
+    group allocated: the pod added to `reservedFor` once that allocation is there — a JSON patch
+    whose `test` operations require the claim's uid and each device of the allocation (a 422 while
+    the earlier member's PreBind has not landed: this pod is retried then, as kube's `bindClaim`
+    fails with "got allocated elsewhere in the meantime"). Undone as any reservation."""
+    claim, allocation = reservation.claim, reservation.allocation
+    assert allocation is not None
+    checks = [
+        {"op": "test", "path": f"/status/allocation/devices/results/{i}/{key}", "value": result[key]}
+        for i, result in enumerate(allocation.get("devices", {}).get("results", []))
+        for key in ("request", "driver", "pool", "device")
+    ]
+    operations = [*checks, {"op": "add", "path": "/status/reservedFor/-", "value": reservation.consumer.as_json()}]
+    return Write(claim_object(claim), operations, patch_type=JSON_PATCH, subresource="status", uid=claim.uid,
+                 landed=functools.partial(_landed, reservation), undo=functools.partial(_undo_status, reservation))
 
 
 def _owned_by(uid: str, raw: Mapping[str, Any]) -> bool:
@@ -331,6 +396,39 @@ def extended_writes(reservation: ClaimReservation, pod: PodInfo) -> list[Write]:
     ]
 
 
+def _deallocated(raw: Mapping[str, Any]) -> bool:
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    return status.get("allocation") is None and not status.get("reservedFor")
+
+
+def deallocation_writes(claim: ResourceClaimInfo) -> tuple[Write, ...]:
+    """kube's PostFilter `UpdateStatus` of a claim with `reservedFor`, `allocation` and `devices`
+    cleared: a merge patch of the status subresource, with the claim's resourceVersion (as read)
+    and UID as preconditions — a claim changed meanwhile is left alone (a 409), as kube's update
+    of the object it read would be."""
+    return (Write(claim_object(claim), {"status": {"reservedFor": None, "allocation": None, "devices": None}},
+                  subresource="status", resource_version=claim.resource_version, uid=claim.uid,
+                  landed=_deallocated, retries=1),)
+
+
+def _unprotected(raw: Mapping[str, Any]) -> bool:
+    return not _has_finalizer(raw)
+
+
+def deletion_writes(claim: ResourceClaimInfo) -> tuple[Write, ...]:
+    """kube's PostFilter `deleteClaim` of a special claim left by an earlier attempt: its finalizer
+    `resource.kubernetes.io/delete-protection` removed (an update at the resourceVersion read),
+    then the claim deleted (by UID; gone already counts as deleted)."""
+    target = claim_object(claim)
+    writes: list[Write] = []
+    if DELETE_PROTECTION in claim.finalizers:
+        kept = [f for f in claim.finalizers if f != DELETE_PROTECTION]
+        writes.append(Write(target, {"metadata": {"finalizers": kept or None}}, resource_version=claim.resource_version,
+                            uid=claim.uid, landed=_unprotected, retries=1))
+    writes.append(Write(target, delete=True, uid=claim.uid, tolerate=frozenset({404}), retries=1))
+    return tuple(writes)
+
+
 # ------------------------------------------------------------------------------------ the plan
 
 
@@ -352,37 +450,80 @@ class _Plan:
     # claims there, the special claim among them; None for other pods
     extended_parts: list[tuple[np.ndarray, _Plan]] | None = None
     extended: ExtendedClaim | None = None  # this part's special claim (its last claim)
+    #: per claim, the `reservedFor` entry it gets: the pod, or its PodGroup (kube's `BindTo`)
+    bindings: list[ConsumerRef] = field(default_factory=list)
+    #: claims whose pending allocation an earlier member of the pod's group made: read as allocated
+    shared: set[int] = field(default_factory=set)
+    group: str = ""  # the pod's group (`_group_id`), "" for a pod of none
 
 
-def _resolve(pod: PodInfo, cluster: ClusterState) -> tuple[str | None, list[ResourceClaimInfo]]:
-    """kube's `foreachPodResourceClaim`: the pod's claims, or why the pod cannot be scheduled."""
+def _pod_group(pod: PodInfo, cluster: ClusterState) -> PodGroupInfo | None:
+    """The upstream PodGroup the pod names, when it lists claims (the server serves PodGroup
+    claims: its DRAWorkloadResourceClaims gate is on); None otherwise."""
+    if not pod.pod_group_name:
+        return None
+    group: PodGroupInfo | None = lookup(cluster.catalog, GroupRef(POD_GROUP_KIND, pod.namespace, pod.pod_group_name))
+    return group if group is not None and group.resource_claims else None
+
+
+def _group_id(pod: PodInfo) -> str:
+    """The group whose members share a pending allocation (kube's pod group cycle state): the
+    pod's PodGroup of either API, "" for a pod of none."""
+    ref = group_of(pod)
+    return f"{ref.kind}:{ref.key}" if ref is not None else ""
+
+
+def _group_consumer(group: PodGroupInfo) -> ConsumerRef:
+    return ConsumerRef("podgroups", group.name, group.uid, POD_GROUP_API_GROUP)
+
+
+def _owned(claim: ResourceClaimInfo, pod: PodInfo, group: PodGroupInfo | None) -> bool:
+    """kube's `IsForPod`: the pod controls the claim, or (PodGroup claims served) its PodGroup does
+    — by API group, kind and name (`isForPodGroupByPod`: the pod does not know the group's UID)."""
+    owner = claim.controller
+    if owner is None:
+        return False
+    if pod.uid and owner.uid == pod.uid:
+        return True
+    return (group is not None and owner.kind == "PodGroup" and owner.name == group.name
+            and owner.api_version.startswith(f"{POD_GROUP_API_GROUP}/"))
+
+
+def _resolve(pod: PodInfo, cluster: ClusterState) -> tuple[str | None, list[ResourceClaimInfo], list[ConsumerRef]]:
+    """kube's `foreachPodResourceClaim` and `podResourceClaimBindings`: the pod's claims and, for
+    each, the `reservedFor` entry it gets — or why the pod cannot be scheduled."""
     if CLAIM in cluster.catalog.unserved:  # an API server older than v1.34 (the operator found no such kind)
         return (f'pod "{pod.namespace}/{pod.name}": its ResourceClaims cannot be read: this API server does not '
-                f"serve {UNSERVED_API} (Kubernetes v1.34 or later)"), []
+                f"serve {UNSERVED_API} (Kubernetes v1.34 or later)"), [], []
     claims: list[ResourceClaimInfo] = []
+    bindings: list[ConsumerRef] = []
+    group = _pod_group(pod, cluster) if pod.resource_claims else None
     for entry in pod.resource_claims:
         must_own = False
         if entry.claim_name is not None:
             name = entry.claim_name
         elif entry.template_name is not None:
             if not entry.recorded:
-                return f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet', []
+                return f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet', [], []
             if entry.generated is None:
                 continue  # no claim was needed for it
             name, must_own = entry.generated, True
         else:
             return (f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{entry.name}": none of the supported '
-                    "fields are set"), []
+                    "fields are set"), [], []
         claim: ResourceClaimInfo | None = cluster.catalog.get(CLAIM, name, pod.namespace)
         if claim is None:
-            return f'could not find ResourceClaim "{pod.namespace}/{name}"', []
+            return f'could not find ResourceClaim "{pod.namespace}/{name}"', [], []
         if claim.deleting:
-            return f'resourceclaim "{claim.name}" is being deleted', []
-        if must_own and (claim.controller is None or not pod.uid or claim.controller.uid != pod.uid):
+            return f'resourceclaim "{claim.name}" is being deleted', [], []
+        if must_own and not _owned(claim, pod, group):
+            whose = "Pod is not owner" if group is None else f"neither Pod nor PodGroup {group.name} is the owner"
             return (f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod "
-                    f"{pod.namespace}/{pod.name} (Pod is not owner)"), []
+                    f"{pod.namespace}/{pod.name} ({whose})"), [], []
         claims.append(claim)
-    return None, claims
+        shared = group is not None and any(entry.same_reference(c) for c in group.resource_claims)
+        bindings.append(_group_consumer(group) if group is not None and shared else _consumer(pod))
+    return None, claims, bindings
 
 
 def _class_problem(cluster: ClusterState, request: SubRequest, qualified: str) -> str | None:
@@ -391,10 +532,6 @@ def _class_problem(cluster: ClusterState, request: SubRequest, qualified: str) -
     if cluster.catalog.get(CLASS, request.device_class) is None:
         return f"request {qualified}: device class {request.device_class} does not exist"
     return None
-
-
-def _reserved_for(claim: ResourceClaimInfo, pod: PodInfo) -> bool:
-    return any(ref.uid == pod.uid for ref in claim.reserved_for) if pod.uid else False
 
 
 def _consumer(pod: PodInfo) -> ConsumerRef:
@@ -419,7 +556,8 @@ def _score(claims: Sequence[ResourceClaimInfo], results: Sequence[AllocationResu
     return score
 
 
-class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[NoArgs], PreBindPlugin[NoArgs]):
+class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[NoArgs], PreBindPlugin[NoArgs],
+                       PostFilterPlugin[NoArgs]):
     name: ClassVar[str] = "DynamicResources"
     events: ClassVar[frozenset[str]] = frozenset(
         {ClusterEvent.NODE_ADD, ClusterEvent.NODE_UPDATE, CLAIM, SLICE, CLASS}
@@ -441,18 +579,19 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         return plan
 
     def _compute(self, pod: PodInfo, cluster: ClusterState) -> _Plan:
-        reason, claims = _resolve(pod, cluster)
+        reason, claims, bindings = _resolve(pod, cluster)
         if reason is not None:
             return _Plan(reason)
         backed = backed_requests(pod, cluster.catalog)
         if backed:
-            return self._compute_extended(pod, cluster, claims, backed)
-        return self._compute_claims(cluster, claims)
+            return self._compute_extended(pod, cluster, claims, bindings, backed)
+        return self._compute_claims(cluster, claims, bindings, group=_group_id(pod))
 
-    def _compute_claims(self, cluster: ClusterState, claims: list[ResourceClaimInfo],
-                        restrict: np.ndarray | None = None) -> _Plan:
-        """The plan for these claims (on the `restrict` nodes only, when given)."""
-        plan = _Plan(claims=claims)
+    def _compute_claims(self, cluster: ClusterState, claims: list[ResourceClaimInfo], bindings: list[ConsumerRef],
+                        restrict: np.ndarray | None = None, group: str = "") -> _Plan:
+        """The plan for these claims (on the `restrict` nodes only, when given); `group`: the pod's
+        group (`_group_id`), whose members share the pending allocations they make."""
+        plan = _Plan(claims=claims, bindings=bindings, group=group)
         if not claims:
             return plan
         size = cluster.size
@@ -460,8 +599,11 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         for index, claim in enumerate(claims):
             if any(request.first_available for request in claim.requests):
                 plan.first_available = True
-            if claim.pending:  # kube keeps in-flight allocations apart: the claim reads as unallocated
-                return _Plan(f"resource claim {claim.key} is in the process of being allocated")
+            if claim.pending:
+                if group and claim.pending_group == group:
+                    plan.shared.add(index)  # made by a member of the pod's group: kube reuses it
+                else:  # kube keeps in-flight allocations apart: the claim reads as unallocated
+                    return _Plan(f"resource claim {claim.key} is in the process of being allocated")
             if claim.allocation is not None:
                 terms = claim.allocation.node_selector
                 if terms is not None:
@@ -494,7 +636,7 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         return plan
 
     def _compute_extended(self, pod: PodInfo, cluster: ClusterState, claims: list[ResourceClaimInfo],
-                          backed: dict[str, int]) -> _Plan:
+                          bindings: list[ConsumerRef], backed: dict[str, int]) -> _Plan:
         """kube's `filterExtendedResources`: per node, the backed resources its allocatable lacks go
         to a special claim allocated with the pod's own claims; nodes are grouped by that set."""
         size = cluster.size
@@ -520,14 +662,15 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         for resources, slots in groups.items():
             mask = np.zeros(size, dtype=bool)
             mask[slots] = True
-            part_claims = list(claims)
+            part_claims, part_bindings = list(claims), list(bindings)
             extended = None
             if resources:
                 requests, mappings = requests_and_mappings(
                     pod, {r: backed[r] for r in resources}, functools.partial(class_for, cluster.catalog))
                 extended = ExtendedClaim(special_claim(pod, requests), mappings)
                 part_claims.append(extended.claim)
-            part = self._compute_claims(cluster, part_claims, mask)
+                part_bindings.append(_consumer(pod))
+            part = self._compute_claims(cluster, part_claims, part_bindings, mask, _group_id(pod))
             if part.reason is not None:
                 return _Plan(part.reason)
             part.extended = extended
@@ -701,10 +844,21 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
             return None  # (the filter passed the node: cannot happen)
         pending = iter(results)
         reservations = []
-        for claim in plan.claims:
+        catalog = cluster.catalog
+        for index, claim in enumerate(plan.claims):
+            binding = plan.bindings[index] if index < len(plan.bindings) else _consumer(pod)
+            if index in plan.shared and claim.allocation is not None:
+                # one more member holds the group's pending allocation; its writes are the first
+                # member's (as the API server's copy says), so whichever binding comes first lands them
+                held = dataclasses.replace(claim, sharers=claim.sharers + 1)
+                catalog.assume(CLAIM, claim.namespace, claim.name, held)
+                server = catalog.server_copy(CLAIM, claim.name, claim.namespace)
+                reservations.append(ClaimReservation(server if isinstance(server, ResourceClaimInfo) else claim,
+                                                     claim.allocation.raw, binding, shared=True))
+                continue
             if claim.allocation is not None:
-                if not _reserved_for(claim, pod):
-                    reservations.append(ClaimReservation(claim, None, _consumer(pod)))
+                if not claim.is_reserved_for(binding):
+                    reservations.append(ClaimReservation(claim, None, binding))
                 continue
             result = next(pending)
             allocation = result.as_json()
@@ -717,13 +871,15 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
                 finalizers=claim.finalizers if DELETE_PROTECTION in claim.finalizers
                 else (*claim.finalizers, DELETE_PROTECTION),
                 pending=True,
+                pending_group=plan.group,
+                sharers=1,
             )
             extended = plan.extended if plan.extended is not None and claim is plan.extended.claim else None
             if extended is not None:  # not in the API yet: shown as this scheduler's until created
                 cluster.catalog.put(CLAIM, claim.namespace, claim.name, assumed)
             else:
                 cluster.catalog.assume(CLAIM, claim.namespace, claim.name, assumed)
-            reservations.append(ClaimReservation(claim, allocation, _consumer(pod), extended))
+            reservations.append(ClaimReservation(claim, allocation, binding, extended))
         if not reservations:
             return None
         return DeviceReservation(node, pod.key, tuple(reservations))
@@ -735,7 +891,48 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
                 if shown is not None and shown.pending:  # (once created, the API server's copy stays)
                     cluster.catalog.remove(CLAIM, claim.claim.namespace, claim.claim.name)
             elif claim.allocation is not None:
-                cluster.catalog.restore(CLAIM, claim.claim.namespace, claim.claim.name)
+                _release_pending(cluster, claim.claim)
+
+    # -------------------------------------------------------------- postfilter
+
+    def post_filter(self, pod: PodInfo, cluster: ClusterState, context: PostFilterContext) -> PostFilterWrites | str:
+        """kube's PostFilter: free a claim allocated where the pod cannot run, or delete a special
+        claim left by an earlier attempt, so that the next attempt may allocate anew (the pod is
+        retried when the claim's change arrives: a ResourceClaim event). On an API server without
+        `resource.k8s.io/v1` nothing (kube-scheduler of that release has no such plugin)."""
+        if CLAIM in cluster.catalog.unserved:
+            return ""
+        if not self._concerns(pod, cluster):
+            return NO_CLAIMS
+        plan = self._plan(pod, cluster)
+        backed = bool(pod.extended_containers and backed_requests(pod, cluster.catalog))
+        if plan.reason is not None or (not plan.claims and not backed):
+            return NO_CLAIMS  # kube's PreFilter failed before it kept the claims, or there are none
+        stale = existing_claim(pod, cluster.catalog) if backed else None
+        if stale is not None and (not stale.requests or stale.pending):
+            stale = None  # kube's special claim still in memory (or ours in flight): nothing to delete
+        reached = context.reached(self.name)
+        if reached is not None and stale is None:
+            if plan.codes is not None:  # kube's Filter returns early on these nodes, before the claims
+                reached = reached & ~np.isin(plan.codes, (4, 5))
+            for claim in plan.claims:
+                terms = claim.allocation.node_selector if claim.allocation is not None else None
+                if terms is None or claim.pending:
+                    continue
+                admitted = np.zeros(cluster.size, dtype=bool)
+                for term in terms:
+                    admitted |= term_mask(cluster, term)
+                if not (reached & ~admitted).any():
+                    continue  # available wherever kube's Filter looked
+                if not claim.reserved_for or (len(claim.reserved_for) == 1 and claim.reserved_for[0].uid == pod.uid):
+                    return PostFilterWrites(DEALLOCATED, deallocation_writes(claim))
+        if stale is not None:
+            return PostFilterWrites(DELETED, deletion_writes(stale))
+        return STILL_UNSCHEDULABLE
+
+    def clears_nomination(self, message: str) -> bool:
+        """kube's DynamicResources returns no PostFilterResult: the pod's nomination stays as it is."""
+        return False
 
     # -------------------------------------------------------------- prebind
 
@@ -754,6 +951,17 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         return PreBind(tuple(writes))
 
 
+def _release_pending(cluster: ClusterState, claim: ResourceClaimInfo) -> None:
+    """A member lets go of a pending allocation (kube's `MaybeRemoveClaimPendingAllocation`): while
+    other members of its group still hold it, it stays; the last one restores the server's copy."""
+    shown: ResourceClaimInfo | None = cluster.catalog.get(CLAIM, claim.name, claim.namespace)
+    if shown is not None and shown.pending and shown.sharers > 1:
+        released = dataclasses.replace(shown, sharers=shown.sharers - 1)
+        cluster.catalog.assume(CLAIM, claim.namespace, claim.name, released)
+    else:
+        cluster.catalog.restore(CLAIM, claim.namespace, claim.name)
+
+
 def settle(cluster: ClusterState, reservation: DeviceReservation) -> None:
     """As if PreBind had written the reservation (`placer simulate`, where bindings complete at
     once): each claim shows its allocation and the pod in `reservedFor`, no longer in flight."""
@@ -762,7 +970,9 @@ def settle(cluster: ClusterState, reservation: DeviceReservation) -> None:
         current: ResourceClaimInfo | None = catalog.get(CLAIM, item.claim.name, item.claim.namespace)
         if current is None:
             continue
-        settled = dataclasses.replace(current, pending=False, reserved_for=(*current.reserved_for, item.consumer))
+        reserved = current.reserved_for if current.is_reserved_for(item.consumer) else (
+            *current.reserved_for, item.consumer)
+        settled = dataclasses.replace(current, pending=False, pending_group="", sharers=0, reserved_for=reserved)
         catalog.assume(CLAIM, current.namespace, current.name, settled)
 
 
@@ -776,9 +986,9 @@ def release_pod(cluster: ClusterState, pod: PodInfo) -> None:
         names.append(extended.name if extended is not None else None)
     for name in names:
         claim: ResourceClaimInfo | None = catalog.get(CLAIM, name, pod.namespace) if name else None
-        if claim is None or not _reserved_for(claim, pod):
+        if claim is None or not pod.uid or not claim.is_reserved_for(_consumer(pod)):
             continue
         others = tuple(ref for ref in claim.reserved_for if ref.uid != pod.uid)
         released = dataclasses.replace(claim, reserved_for=others, allocation=claim.allocation if others else None,
-                                       pending=False)
+                                       pending=False, pending_group="", sharers=0)
         catalog.assume(CLAIM, claim.namespace, claim.name, released)

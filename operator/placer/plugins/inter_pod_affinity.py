@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field, StrictBool
@@ -76,6 +76,19 @@ REASONS = ("", AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_AFFINITY_REA
 class InterPodAffinityArgs(PluginArgs):
     hardPodAffinityWeight: int = Field(default=1, ge=0, le=100, strict=True)
     ignorePreferredTermsOfExistingPods: StrictBool = False
+
+
+def _all_match(terms: tuple[AffinityTerm, ...], other: PodInfo) -> bool | None:
+    """kube's podMatchesAllAffinityTerms (False with no terms); None when a term selects
+    namespaces by label and `other`'s namespace is not listed (a hint then says yes)."""
+    if not terms:
+        return False
+    for term in terms:
+        if term.namespace_selector is not None and other.namespace not in term.namespaces:
+            return None
+        if not term.matches(other.namespace, other.labels, {}):
+            return False
+    return True
 
 
 def namespace_labels(cluster: ClusterState, namespace: str) -> Mapping[str, str]:
@@ -200,6 +213,31 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
         if not first_of_group:
             fails |= ~pods_exist
         return fails
+
+    def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
+        """kube's isSchedulableAfterPodChange: the pod's own labels changed (another pod's
+        anti-affinity may no longer select it); a placed pod added that matches all its affinity
+        terms, relabelled into its affinity or out of its anti-affinity, or gone while it matched
+        its anti-affinity (or its own anti-affinity selected this pod). Nodes and namespaces: yes."""
+        if event == ClusterEvent.POD_LABEL or not event.startswith("Pod/"):
+            return True
+        terms, anti = pod.relations.required_affinity, pod.relations.required_anti_affinity
+        if old is None and not terms and type(new) is PodInfo:  # (the common case: a pod placed)
+            return False
+        before = old if isinstance(old, PodInfo) else None
+        after = new if isinstance(new, PodInfo) else None
+        if after is not None:
+            if before is not None:  # relabelled
+                checks = ((terms, before), (terms, after), (anti, before), (anti, after))
+                was, now, was_anti, now_anti = (_all_match(t, p) for t, p in checks)
+                if None in (was, now, was_anti, now_anti):
+                    return True
+                return bool((not was and now) or (was_anti and not now_anti))
+            return _all_match(terms, after) is not False  # added
+        if before is None:
+            return True
+        theirs = before.relations.required_anti_affinity  # (this pod may be what they kept away)
+        return _all_match(anti, before) is not False or _all_match(theirs, pod) is not False
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         return self._state(pod, cluster).fits

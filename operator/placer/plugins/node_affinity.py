@@ -29,12 +29,13 @@ Example profile::
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
+    ClusterEvent,
     FilterPlugin,
     NoArgs,
     PreFilterResult,
@@ -42,8 +43,8 @@ from placer.engine.framework import (
     StaticCache,
     default_normalize,
 )
-from placer.engine.objects import NodeSelectorTerm, PodInfo
-from placer.plugins._selectors import term_mask
+from placer.engine.node_selectors import term_mask
+from placer.engine.objects import NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, go_int
 
 CONFLICT = "pod affinity terms conflict"
 NAME_FIELD = "metadata.name"
@@ -66,9 +67,44 @@ def required_node_names(terms: tuple[NodeSelectorTerm, ...]) -> set[str] | None:
     return names
 
 
+def _holds(requirement: NodeSelectorRequirement, value: str | None) -> bool:
+    """One requirement on one node's label (or name) value, as `requirement_mask` over columns."""
+    operator = requirement.operator
+    if operator == "In":
+        return value is not None and value in requirement.values
+    if operator == "NotIn":
+        return value is None or value not in requirement.values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    number, bound = go_int(value) if value is not None else None, int(requirement.values[0])
+    if number is None:
+        return False
+    return number > bound if operator == "Gt" else number < bound
+
+
+def node_matches(pod: PodInfo, node: NodeInfo) -> bool:
+    """kube's RequiredNodeAffinity.Match on one node: the nodeSelector, and one required term (an
+    empty term matches nothing)."""
+    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    if pod.required_terms is None:
+        return True
+    return any(
+        (term.expressions or term.fields)
+        and all(_holds(r, node.labels.get(r.key)) for r in term.expressions)
+        and all(_holds(r, node.name if r.key == NAME_FIELD else None) for r in term.fields)
+        for term in pod.required_terms
+    )
+
+
 class NodeAffinity(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
     name: ClassVar[str] = "NodeAffinity"
     reason: ClassVar[str] = "node(s) didn't match Pod's node affinity/selector"
+    # kube's EventsToRegister: a node added or relabelled (a pending pod's selector cannot change
+    # once it is ungated)
+    events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_UPDATE})
 
     def __init__(self, args: NoArgs) -> None:
         super().__init__(args)
@@ -99,6 +135,12 @@ class NodeAffinity(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
                 mask &= matched
             self._masks.put(key, mask)
         return mask
+
+    def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
+        """kube's isSchedulableAfterNodeChange: a node that matches now and did not before."""
+        if not isinstance(new, NodeInfo):
+            return True
+        return node_matches(pod, new) and not (isinstance(old, NodeInfo) and node_matches(pod, old))
 
     def pre_score(self, pod: PodInfo, cluster: ClusterState) -> bool:
         return bool(pod.preferred_terms)

@@ -43,8 +43,8 @@ from placer.engine.framework import (
     StaticCache,
     minmax_normalize,
 )
+from placer.engine.node_selectors import label_equals
 from placer.engine.objects import PodInfo
-from placer.plugins._selectors import label_equals
 
 
 class NodeLabelArgs(PluginArgs):

@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from placer.engine.cluster import CPU, MEMORY, ClusterState
+from placer.engine.extended_resources import class_for, is_dra_extended_resource_name
 from placer.engine.framework import MAX_NODE_SCORE, PluginArgs, ScorePlugin
 from placer.engine.objects import PodInfo, is_scalar_resource
 from placer.plugins.node_resources_fit import allocation, pod_request_for_score
@@ -105,6 +106,8 @@ class NodeResourcesBalancedAllocation(ScorePlugin[BalancedAllocationArgs]):
             amount = pod_request_for_score(pod, spec.name, nonzero=False)
             if column is None or (amount == 0 and is_scalar_resource(spec.name)):
                 return None
+            if is_dra_extended_resource_name(spec.name) and class_for(cluster.catalog, spec.name) is not None:
+                return None  # a DeviceClass backs it: nodes without it count devices (`allocation`)
             columns.append(column)
             amounts.append(amount)
         return columns, np.asarray(amounts, dtype=np.int64)

@@ -12,7 +12,10 @@ Reasons, several per node if need be: "Insufficient cpu", "Insufficient memory",
 request is one preemption cannot help (kube's UnschedulableAndUnresolvable). An extended resource
 a DeviceClass backs (`extendedResourceName`, kube v1.36's DRAExtendedResource) is not checked on a
 node whose allocatable lacks it: DynamicResources allocates devices of that class there
-(`placer.engine.extended_resources`).
+(`placer.engine.extended_resources`). Scored (a `scoringStrategy.resources` entry naming it), such
+a resource counts there the class's devices the node's ResourceSlices list as its allocatable and
+those claims hold as its requested (kube's `calculateDRAExtendedResourceAllocatableRequest`,
+`dra_totals`): LeastAllocated gives 66 on a node with 3 devices and 50 with 2 for a pod asking one.
 
 Score, by `scoringStrategy.type` (kube-scheduler's formulas; containers without cpu/memory
 requests count as 100m / 200Mi here, as there — for a pod with pod-level requests, only for a
@@ -49,15 +52,15 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState, PodRecord
-from placer.engine.extended_resources import backed_requests
+from placer.engine.extended_resources import backed_requests, dra_totals
 from placer.engine.framework import MAX_NODE_SCORE, ClusterEvent, FilterPlugin, PluginArgs, ScorePlugin
-from placer.engine.objects import PodInfo, is_scalar_resource
+from placer.engine.objects import NodeInfo, PodInfo, is_scalar_resource
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
@@ -153,16 +156,31 @@ def allocation(
     pod: PodInfo, cluster: ClusterState, slots: np.ndarray, resource: str, nonzero: bool
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(requested including the pod, allocatable) on each slot, kube's
-    `calculateResourceAllocatableRequest`; None where the resource is not scored at all."""
+    `calculateResourceAllocatableRequest`; None where the resource is not scored at all. An
+    extended resource a DeviceClass backs counts, on a node whose allocatable lacks it, the class's
+    devices there and those claims hold (kube v1.36's DRAExtendedResource, `dra_totals`)."""
     column = cluster.resource_index.get(resource)
     pod_amount = pod_request_for_score(pod, resource, nonzero)
-    if column is None or (pod_amount == 0 and is_scalar_resource(resource)):
+    if pod_amount == 0 and is_scalar_resource(resource):
         return None
+    dra = dra_totals(cluster, resource) if is_scalar_resource(resource) else None
+    if column is None:
+        if dra is None:
+            return None
+        return dra[1][slots] + pod_amount, dra[0][slots]
     if nonzero and column in (CPU, MEMORY):
         used = cluster.nonzero_requested[slots, column]
     else:
         used = cluster.requested[slots, column]
-    return used + pod_amount, cluster.allocatable[slots, column]
+    allocatable = cluster.allocatable[slots, column]
+    if dra is not None:
+        plugin_less = allocatable <= 0
+        used = np.where(plugin_less, dra[1][slots], used)
+        allocatable = np.where(plugin_less, dra[0][slots], allocatable)
+    return used + pod_amount, allocatable
+
+
+_BASIC = ("cpu", "memory", "ephemeral-storage")  # what a node's allocatable alone must hold (queueing hint)
 
 
 class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResourcesFitArgs]):
@@ -170,7 +188,8 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
     # freed room (a pod gone or shrunk) or a new or larger node may make a rejected pod fit; so may a
     # DeviceClass that comes to back an extended resource (kube's DRAExtendedResource hint)
     events: ClassVar[frozenset[str]] = frozenset(
-        {ClusterEvent.NODE, ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE, "DeviceClass"}
+        {ClusterEvent.NODE, ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE, ClusterEvent.POD_SCALE_DOWN,
+         "DeviceClass"}
     )
     resolvable: ClassVar[bool] = True  # evicting pods frees their requests
     Args: ClassVar[type[PluginArgs]] = NodeResourcesFitArgs
@@ -217,6 +236,25 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
     ) -> np.ndarray:
         """Per row and column: the resource is left to DynamicResources there (backed, none allocatable)."""
         return (cluster.allocatable[rows][:, columns] <= 0) & np.asarray(backed, dtype=bool)
+
+    def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
+        """kube's isSchedulableAfterPodEvent: a placed pod updated helps only when it gave back some
+        of what this pod asks for (in-place resize down). kube's isSchedulableAfterNodeChange: a
+        node added or updated helps only when the pod would fit it empty (its cpu, memory and
+        ephemeral storage; other resources may be backed by devices) and, updated, when its
+        allocatable grew in something the pod asks for (or its pod count). The pod's own
+        scale-down, a pod gone, a DeviceClass: yes."""
+        if isinstance(new, NodeInfo):
+            wanted = pod.fit_requests
+            if any(new.allocatable.get(name, 0) < wanted.get(name, 0) for name in _BASIC):
+                return False
+            if not isinstance(old, NodeInfo):
+                return True
+            return any(new.allocatable.get(name, 0) > old.allocatable.get(name, 0) for name in (*wanted, "pods"))
+        if event != ClusterEvent.POD_UPDATE or not isinstance(old, PodInfo) or not isinstance(new, PodInfo):
+            return True
+        wanted = pod.requests or old.requests
+        return any(new.requests.get(name, 0) < old.requests.get(name, 0) for name in wanted)
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         n = cluster.size

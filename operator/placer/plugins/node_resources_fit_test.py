@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from placer.engine.cluster import ClusterState
+from placer.engine.kinds import KINDS_BY_NAME, upsert_object
 from placer.engine.objects import parse_pod
 from placer.engine.profile import ProfileError
+from placer.plugins.node_resources_fit import allocation as allocation_of
 from placer.plugins.node_resources_fit import broken_linear, pod_request_for_score
 from placer.testing import (
     GiB,
@@ -28,7 +30,7 @@ from placer.testing import (
     raw_scores,
     scores,
 )
-from placer.testing_devices import device_class
+from placer.testing_devices import allocation, device, device_class, request, resource_claim, resource_slice
 
 FIT = make_plugin("NodeResourcesFit")
 
@@ -1028,3 +1030,128 @@ def test_cpu_memory_path_equals_the_general_one(strategy: str, resources: list[d
         info = parse_pod(incoming)
         for slots in (everywhere, with_cpu_and_memory, with_cpu_and_memory[::-3]):
             assert np.array_equal(fast.score(info, cluster, slots), general.score(info, cluster, slots))
+
+
+# ------------------------------------- kube v1.36 DRAExtendedResource score rows (on by default)
+# fit_test.go TestFitScore "... with Extended resources" (with and without PreScore: one row here),
+# balanced_allocation_test.go "include DRA resource on a node ...", and resource_allocation_test.go
+# TestCalculateResourceAllocatableRequest: an extended resource no device plugin advertises, backed
+# by `deviceClassWithExtendResourceName`, counts the class's devices on the node and those held.
+
+def dra_slice(node_name: str, *names: str) -> dict:
+    """st.MakeResourceSlice(node, "test-driver").Device(...): pool named after the node."""
+    return resource_slice(f"{node_name}-slice", "test-driver", node=node_name, devices=[device(n) for n in names])
+
+
+def dra_claim(name: str, device_name: str, share_id: str | None = None, pool: str = "resource-node") -> dict:
+    """A claim of the class, allocated `device_name` (kube's st.MakeResourceClaim().Allocation(...))."""
+    allocated = allocation([("req-1", "test-driver", pool, device_name)])
+    if share_id is not None:
+        allocated["devices"]["results"][0]["shareID"] = share_id
+    return resource_claim(name, requests=[request("req-1", "device-class-name")], allocated=allocated)
+
+
+def test_kube_least_allocated_with_dra_backed_extended_resource() -> None:
+    # node1 reaches 3 devices of the class, node2 2: (3-1)*100/3 = 66, (2-1)*100/2 = 50
+    cluster = cluster_of([cap_node("node1"), cap_node("node2")], objects=[
+        DRA_CLASS, dra_slice("node1", "device-1", "device-2", "device-3"), dra_slice("node2", "device-1", "device-2"),
+    ])
+    plugin = make_plugin("NodeResourcesFit", strategy("LeastAllocated", [(DRA_RESOURCE, 1)]))
+    assert scores(plugin, req_pod("p", {DRA_RESOURCE: "1"}), cluster) == {"node1": 66, "node2": 50}
+    most = make_plugin("NodeResourcesFit", strategy("MostAllocated", [(DRA_RESOURCE, 1)]))
+    assert scores(most, req_pod("p", {DRA_RESOURCE: "1"}), cluster) == {"node1": 33, "node2": 50}
+    # without the class nothing backs the resource: not scored anywhere
+    bare = cluster_of([cap_node("node1"), cap_node("node2")],
+                      objects=[dra_slice("node1", "device-1"), dra_slice("node2", "device-1")])
+    assert scores(plugin, req_pod("p", {DRA_RESOURCE: "1"}), bare) == {"node1": 0, "node2": 0}
+
+
+def test_kube_balanced_allocation_includes_dra_backed_resource() -> None:
+    # node1: cpu 3000/3500, memory 0, DRA 0 -> 1/8: 76; node2: no device of the class, 75
+    nodes = [node("node1", cpu="3500m", memory="40000", pods="32"),
+             node("node2", cpu="3500m", memory="40000", pods="32")]
+    bound = [req_pod("e1", {"cpu": "1000m"}, {"cpu": "2000m"}, node_name="node1"),
+             req_pod("e2", {"cpu": "1000m", "memory": "2000"}, {"cpu": "2000m", "memory": "3000"}, node_name="node2")]
+    devices = [f"device-{i}" for i in range(1, 9)]
+    cluster = cluster_of(nodes, bound, objects=[DRA_CLASS, dra_slice("node1", *devices)])
+    plugin = make_plugin("NodeResourcesBalancedAllocation",
+                         {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": DRA_RESOURCE}]})
+    assert scores(plugin, req_pod("p", {DRA_RESOURCE: "1"}), cluster) == {"node1": 76, "node2": 75}
+
+
+PER_DEVICE_CLASS = device_class(
+    "device-class-name",
+    'device.driver == "test-driver" && device.capacity["test-driver"].memory.compareTo(quantity("8Gi")) >= 0'
+    ' && device.attributes["test-driver"].model.startsWith("SOME-")',
+    extended=DRA_RESOURCE,
+)
+PER_DEVICE_SLICE = resource_slice("per-device-slice", "test-driver", pool="per-device-pool", per_device=True, devices=[
+    device("device-1", {"model": "SOME-XYZ"}, {"memory": "16Gi"}, node_name="resource-node"),
+    device("device-2", {"model": "SOME-ZYX"}, {"memory": "12Gi"}, node_name="other-node"),
+    device("device-3", {"model": "SOME-XZY"}, {"memory": "24Gi"}, node_selector={"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["us-east-1a"]}]}]}),
+])
+ALLOCATABLE_REQUEST_ROWS = [
+    # (name, node's extended allocatable, resource, objects, allocatable, allocated)
+    ("device-plugin-resource-feature-enabled", {DRA_RESOURCE: "4"}, DRA_RESOURCE, [], 4, 0),
+    ("DRA-backed-resource-explicit", {}, DRA_RESOURCE, [DRA_CLASS, dra_slice("resource-node", "device-1")], 1, 0),
+    ("DRA-backed-resource-implicit", {}, "deviceclass.resource.kubernetes.io/device-class-name",
+     [device_class("device-class-name"), dra_slice("resource-node", "device-1")], 1, 0),
+    ("DRA-backed-resource-no-slices", {}, DRA_RESOURCE, [DRA_CLASS], 0, 0),
+    ("DRA-backed-resource-with-allocated-device", {}, DRA_RESOURCE,
+     [DRA_CLASS, dra_slice("resource-node", "device-1", "device-2"), dra_claim("test-claim", "device-1")], 2, 1),
+    ("DRA-backed-resource-with-shared-device-allocation", {}, DRA_RESOURCE,
+     [DRA_CLASS, dra_slice("resource-node", "device-1", "device-2"),
+      dra_claim("test-claim", "device-1", share_id="share-123")], 2, 1),
+    ("DRA-backed-resource-multiple-devices-mixed-allocation", {}, DRA_RESOURCE,
+     [DRA_CLASS, dra_slice("resource-node", "device-1", "device-2", "device-3"),
+      dra_claim("test-claim-1", "device-1"), dra_claim("test-claim-2", "device-2", share_id="share-456")], 3, 2),
+    ("DRA-backed-resource-with-per-device-node-selection", {}, DRA_RESOURCE,
+     [PER_DEVICE_CLASS, PER_DEVICE_SLICE, dra_claim("test-claim", "device-1", pool="per-device-pool")], 2, 1),
+]
+
+
+@pytest.mark.parametrize(("name", "extended", "resource", "objects", "allocatable", "allocated"),
+                         ALLOCATABLE_REQUEST_ROWS, ids=[row[0] for row in ALLOCATABLE_REQUEST_ROWS])
+def test_kube_calculate_resource_allocatable_request(name: str, extended: dict[str, str], resource: str,
+                                                     objects: list[dict], allocatable: int, allocated: int) -> None:
+    # kube asks calculateResourceAllocatableRequest directly; here through `allocation`, for a pod
+    # asking one unit (its requested is the node's allocated plus that one)
+    node_obj = node("resource-node", cpu=None, memory=None, pods="32", labels={"zone": "us-east-1a"},
+                    allocatable=extended)
+    cluster = cluster_of([node_obj], objects=objects)
+    slots = np.asarray([cluster.index["resource-node"]])
+    found = allocation_of(parse_pod(req_pod("p", {resource: "1"})), cluster, slots, resource, nonzero=False)
+    assert found is not None
+    requested, node_allocatable = found
+    assert (int(node_allocatable[0]), int(requested[0]) - 1) == (allocatable, allocated)
+
+
+def test_dra_backed_score_follows_claims_and_a_failing_selector() -> None:
+    """A claim allocated (or freed) after the first score moves the next one; a class whose selector
+    fails at run time on a device of the node leaves the node 0 of 0 (kube's scorer gives up there)."""
+    cluster = cluster_of([cap_node("node1")], objects=[DRA_CLASS, dra_slice("node1", "device-1", "device-2")])
+    plugin = make_plugin("NodeResourcesFit", strategy("MostAllocated", [(DRA_RESOURCE, 1)]))
+    incoming = req_pod("p", {DRA_RESOURCE: "1"})
+    assert scores(plugin, incoming, cluster) == {"node1": 50}
+    claim = dra_claim("held", "device-2", pool="node1")
+    upsert_object(cluster.catalog, KINDS_BY_NAME["ResourceClaim"], claim)
+    assert scores(plugin, incoming, cluster) == {"node1": 100}
+    failing = cluster_of([cap_node("node1")], objects=[
+        device_class("device-class-name", 'device.attributes["test-driver"].model == "x"', extended=DRA_RESOURCE),
+        dra_slice("node1", "device-1"),
+    ])
+    assert scores(plugin, incoming, failing) == {"node1": 0}
+    slots = np.asarray([0])
+    assert allocation_of(parse_pod(incoming), failing, slots, DRA_RESOURCE, nonzero=False) is not None
+
+
+def test_balanced_two_resources_count_devices_where_no_device_plugin_advertises() -> None:
+    # cpu and a backed resource: node1 has 4 devices of the class (no device plugin), node2 a device
+    # plugin's 2. node1: with the pod cpu 1/2, devices 1/4 -> 87, without 100: 50 + (50 - 13) / 2 = 68;
+    # node2: 1/2 and 1/2 -> 75. Read as "lacking" on node1, it would be 75 there too.
+    nodes = [node("node1", cpu="4", memory=None, pods="32"),
+             node("node2", cpu="4", memory=None, pods="32", allocatable={DRA_RESOURCE: "2"})]
+    cluster = cluster_of(nodes, objects=[DRA_CLASS, dra_slice("node1", *(f"device-{i}" for i in range(4)))])
+    plugin = make_plugin("NodeResourcesBalancedAllocation", {"resources": [{"name": "cpu"}, {"name": DRA_RESOURCE}]})
+    assert scores(plugin, req_pod("p", {"cpu": "2", DRA_RESOURCE: "1"}), cluster) == {"node1": 68, "node2": 75}

@@ -35,8 +35,15 @@ exists stays counted as it is while its pod is: Kubernetes changes neither a cla
 nor a volume's source, and deletes neither while a pod uses them. Preemption's question (would the
 pod fit on this node with these pods gone?) is answered from the same tracker, on that node alone.
 
+VolumeAttachments (kube v1.33+): a `storage.k8s.io/v1` VolumeAttachment on the node — its
+`attacher` set and its source a PersistentVolume that exists with a `spec.csi` source — counts
+its volume, (attacher, the PV's `volumeHandle`), under the attacher, unless a pod counted there
+uses that volume (counted once). As in kube, the incoming pod's volume still counts as new when only
+an attachment holds it on the node (kube removes from the new volumes those of the node's pods
+alone). A volume detached (its VolumeAttachment deleted) wakes the pods this filter rejected.
+
 Not modelled: limits in the Node's allocatable (`attachable-volumes-*`, no longer published for CSI
-drivers) and VolumeAttachments of volumes no pod uses (kube 1.33+).
+drivers).
 
 Args: none.
 
@@ -62,15 +69,23 @@ from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState, PodRecord, PodTracker, SlotColumns
 from placer.engine.framework import ClusterEvent, CycleMemo, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo
-from placer.engine.storage import CSI_DRIVER_OF, ClaimInfo, CsiNodeInfo, StorageClassInfo, VolumeInfo
+from placer.engine.storage import (
+    CSI_DRIVER_OF,
+    ClaimInfo,
+    CsiNodeInfo,
+    StorageClassInfo,
+    VolumeAttachmentInfo,
+    VolumeInfo,
+)
 from placer.engine.volumes import AWS_EBS
 
-__all__ = ["NodeVolumeLimits", "VolumesInUse", "pod_volumes"]
+__all__ = ["NodeVolumeLimits", "VolumesInUse", "attached_volumes", "pod_volumes"]
 
 CLAIM = "PersistentVolumeClaim"
 VOLUME = "PersistentVolume"
 CLASS = "StorageClass"
 CSI_NODE = "CSINode"
+ATTACHMENT = "VolumeAttachment"
 REASON = "node(s) exceed max volume count"
 NO_LIMIT = -1
 
@@ -278,6 +293,47 @@ class _Limits:
         return self._drivers
 
 
+# attacher -> slot -> the volumes VolumeAttachments attach to that node
+Attached = dict[str, dict[int, frozenset[Volume]]]
+
+
+def attached_volumes(cluster: ClusterState) -> Attached:
+    """kube's `getNodeVolumeAttachmentInfo` for every node: per attacher and node slot, the volumes
+    of the VolumeAttachments there — those with an attacher and a PersistentVolume source that
+    exists and is a CSI volume (`spec.csi`; an in-tree source is skipped, as kube does), each
+    (attacher, volumeHandle)."""
+    catalog = cluster.catalog
+    found: dict[str, dict[int, set[Volume]]] = {}
+    for _, _, attachment in catalog.items(ATTACHMENT):
+        assert isinstance(attachment, VolumeAttachmentInfo)
+        slot = cluster.index.get(attachment.node_name)
+        if slot is None or not attachment.attacher or not attachment.volume:
+            continue
+        volume: VolumeInfo | None = catalog.get(VOLUME, attachment.volume)
+        if volume is None or volume.in_tree or not volume.csi_driver:
+            continue
+        found.setdefault(attachment.attacher, {}).setdefault(slot, set()).add(
+            (attachment.attacher, volume.csi_handle))
+    return {driver: {slot: frozenset(v) for slot, v in slots.items()} for driver, slots in found.items()}
+
+
+class _Attachments:
+    """`attached_volumes`, kept for one cluster until VolumeAttachments, volumes or nodes change."""
+
+    def __init__(self) -> None:
+        self._key: tuple[weakref.ref[ClusterState], int, int, int] | None = None
+        self._value: Attached = {}
+
+    def valid_for(self, cluster: ClusterState) -> Attached:
+        catalog = cluster.catalog
+        if not catalog.count(ATTACHMENT):
+            return {}
+        key = (weakref.ref(cluster), catalog.version(ATTACHMENT), catalog.version(VOLUME), cluster.static_version)
+        if self._key is None or self._key[0]() is not cluster or self._key[1:] != key[1:]:
+            self._key, self._value = key, attached_volumes(cluster)
+        return self._value
+
+
 @dataclass(slots=True)
 class _Cycle:
     """One pod's evaluation: a reason every node gets, or the nodes over a limit."""
@@ -291,7 +347,7 @@ class NodeVolumeLimits(FilterPlugin[NoArgs]):
     name: ClassVar[str] = "NodeVolumeLimits"
     reason: ClassVar[str] = REASON
     events: ClassVar[frozenset[str]] = frozenset(
-        {ClusterEvent.POD_DELETE, ClusterEvent.NODE_ADD, CSI_NODE, CLAIM, VOLUME}
+        {ClusterEvent.POD_DELETE, ClusterEvent.NODE_ADD, CSI_NODE, CLAIM, VOLUME, ATTACHMENT}
     )
     resolvable: ClassVar[bool] = True  # evicting pods frees their volumes
 
@@ -299,6 +355,7 @@ class NodeVolumeLimits(FilterPlugin[NoArgs]):
         super().__init__(args)
         self._memo: CycleMemo[_Cycle] = CycleMemo()
         self._limits = _Limits()
+        self._attachments = _Attachments()
 
     def _limit(self, cluster: ClusterState, driver: str) -> np.ndarray | None:
         """Per slot, the node's CSINode count for `driver` (NO_LIMIT where none); None when no node
@@ -334,6 +391,7 @@ class NodeVolumeLimits(FilterPlugin[NoArgs]):
             cycle.new.setdefault(volume[0], []).append(volume)
         in_use: VolumesInUse | None = None
         over = np.zeros(cluster.size, dtype=bool)
+        attached = self._attachments.valid_for(cluster)
         for driver, volumes in cycle.new.items():
             limits = self._limit(cluster, driver)
             if limits is None:
@@ -349,6 +407,8 @@ class NodeVolumeLimits(FilterPlugin[NoArgs]):
                     total[slots] -= 1
             if counts is not None:
                 total += counts
+            for slot, held in attached.get(driver, {}).items():  # attached, no pod there uses it
+                total[slot] += sum(1 for volume in held if not in_use.slots_using(volume)[slot])
             over |= (limits != NO_LIMIT) & (total > limits)
         if in_use is not None:
             cycle.mask = ~over
@@ -389,6 +449,7 @@ class NodeVolumeLimits(FilterPlugin[NoArgs]):
         def stays(volume: Volume) -> bool:
             return in_use.slots_using(volume)[slot] > freed[volume]
 
+        attached = self._attachments.valid_for(cluster)
         for driver, volumes in cycle.new.items():
             limits = self._limit(cluster, driver)
             if limits is None or limits[slot] == NO_LIMIT:
@@ -396,6 +457,7 @@ class NodeVolumeLimits(FilterPlugin[NoArgs]):
             counts = in_use.counts(driver)
             used = 0 if counts is None else int(counts[slot])
             used -= sum(1 for volume in freed if volume[0] == driver and not stays(volume))
+            used += sum(1 for volume in attached.get(driver, {}).get(slot, ()) if not stays(volume))
             new = sum(1 for volume in volumes if not stays(volume))
             if used + new > limits[slot]:
                 return False

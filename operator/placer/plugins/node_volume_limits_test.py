@@ -5,6 +5,7 @@ and the per-node volumes kept in step with pods, claims, volumes and CSINodes.""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import KINDS_BY_NAME, delete_object, upsert_object
 from placer.engine.objects import parse_node, parse_pod
 from placer.plugins.node_volume_limits import VolumesInUse
+from placer.simulate import simulate_documents
 from placer.testing import (
     claim,
     cluster_of,
@@ -410,5 +412,93 @@ def test_nodes_going_and_coming() -> None:
 
 def test_events() -> None:
     assert LIMITS.events == {ClusterEvent.POD_DELETE, ClusterEvent.NODE_ADD, "CSINode", "PersistentVolumeClaim",
-                             "PersistentVolume"}
+                             "PersistentVolume", "VolumeAttachment"}
     assert LIMITS.resolvable is True
+
+
+# ------------------------------------------------- VolumeAttachments (kube v1.33+, csi_test.go rows)
+# kube's buildFakeClientWithVALister: VolumeAttachment j of a driver attaches PV `csi-<driver>-j` to
+# the test node; here the PVs of `catalog()` (csi-ebs-0..3, handle `handle-<name>`).
+
+
+def attachment(name: str, volume_name: str | None, node_name: str = "n", attacher: str = EBS) -> Obj:
+    source = {} if volume_name is None else {"persistentVolumeName": volume_name}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
+            "spec": {"attacher": attacher, "nodeName": node_name, "source": source}}
+
+
+def attachments(count: int) -> list[Obj]:
+    return [attachment(f"va-{EBS}-{j}", f"csi-ebs-{j}") for j in range(count)]
+
+
+@pytest.mark.parametrize(("name", "count", "expected"), [
+    # the attachments' 2 volumes, and the pod's own (attached already, but no pod uses it: new, as kube counts)
+    ("should count VolumeAttachments towards volume limit when no pods exist", 2, False),
+    ("should schedule pod when VolumeAttachments count does not exceed limit", 1, True),
+])
+def test_kube_volume_attachment_rows(name: str, count: int, expected: bool) -> None:
+    assert fits(ONE_EBS, [], {EBS: 2}, attachments(count)) is expected
+    assert fits(ONE_EBS, [], {EBS: 2}) is True  # without them: 1 of 2
+
+
+def test_an_attached_volume_a_pod_uses_counts_once() -> None:
+    # two-ebs holds csi-ebs-1 and -2 on n; an attachment of csi-ebs-1 adds nothing, one of csi-ebs-3 one
+    assert fits(ONE_EBS, [TWO_EBS], {EBS: 3}, [attachment("va-1", "csi-ebs-1")]) is True
+    assert fits(ONE_EBS, [TWO_EBS], {EBS: 3}, [attachment("va-3", "csi-ebs-3")]) is False
+    # two attachments of one volume (same attacher and handle) count once
+    assert fits(ONE_EBS, [TWO_EBS], {EBS: 4},
+                [attachment("va-3", "csi-ebs-3"), attachment("va-3b", "csi-ebs-3")]) is True
+
+
+@pytest.mark.parametrize(("objects", "counted"), [
+    ([attachment("other-node", "csi-ebs-3", node_name="m")], False),
+    ([attachment("no-attacher", "csi-ebs-3", attacher="")], False),
+    ([attachment("inline-spec", None)], False),
+    ([attachment("no-pv", "missing-pv")], False),
+    ([attachment("in-tree", "intree-ebs-0")], False),  # kube reads only a PV's spec.csi here
+    ([attachment("other-driver", "csi-ebs-3", attacher=GCE)], False),  # counted under gce, not ebs
+    ([attachment("counted", "csi-ebs-3")], True),
+])
+def test_which_attachments_count(objects: list[Obj], counted: bool) -> None:
+    assert fits(ONE_EBS, [TWO_EBS], {EBS: 3}, objects) is not counted
+
+
+def test_an_attachment_counts_under_its_attacher() -> None:
+    # an attachment by the GCE driver of an EBS volume: its volume is (gce, handle-csi-ebs-3)
+    assert fits(uses("csi-gce-1"), [], {GCE: 1}, [attachment("gce", "csi-ebs-3", attacher=GCE)]) is False
+    assert fits(uses("csi-gce-1"), [], {GCE: 2}, [attachment("gce", "csi-ebs-3", attacher=GCE)]) is True
+
+
+def test_attachments_follow_the_catalog_and_wake_the_pod() -> None:
+    cluster = one_node([TWO_EBS], {EBS: 3}, [attachment("va-3", "csi-ebs-3")])
+    assert filter_result(LIMITS, ONE_EBS, cluster) == {"n": False}
+    delete_object(cluster.catalog, KINDS_BY_NAME["VolumeAttachment"], attachment("va-3", "csi-ebs-3"))
+    assert filter_result(LIMITS, ONE_EBS, cluster) == {"n": True}
+    put(cluster, attachment("va-0", "csi-ebs-0"))  # the pod's own volume: still new (kube), and attached
+    assert filter_result(LIMITS, ONE_EBS, cluster) == {"n": False}
+    assert "VolumeAttachment" in LIMITS.events
+
+
+def test_preemption_keeps_attached_volumes_counted() -> None:
+    """With the pods gone the volumes they used stay counted while an attachment holds them (kube's
+    filter on the node without them): evicting two-ebs frees only csi-ebs-2."""
+    cluster = one_node([RUNNING, TWO_EBS], {EBS: 3}, [attachment("va-1", "csi-ebs-1")])
+    info = parse_pod(ONE_EBS)
+    slot = cluster.index["n"]
+    assert not LIMITS.fits_without(info, cluster, slot, [])
+    assert LIMITS.fits_without(info, cluster, slot, [cluster.pods["default/two-ebs"]])  # 1 + 1 (va) + 1
+    three = one_node([RUNNING, TWO_EBS], {EBS: 2}, [attachment("va-1", "csi-ebs-1")])
+    assert not LIMITS.fits_without(info, three, slot, [three.pods["default/two-ebs"]])  # 3 > 2
+    assert LIMITS.fits_without(info, three, slot, [three.pods["default/two-ebs"], three.pods["default/running"]])
+
+
+def test_simulate_reads_volume_attachments() -> None:
+    """`placer simulate`'s `--cluster` documents take VolumeAttachments like any catalog kind."""
+    pending = {**ONE_EBS, "spec": {**ONE_EBS["spec"], "schedulerName": "placer"}}
+    documents = [node("n"), csinode("n", {EBS: 2}), *catalog(attachments(2)), pending]
+    profile = {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "p"},
+               "spec": {"schedulerName": "placer"}}
+    result = simulate_documents([(Path("cluster.yaml"), list(enumerate(documents)))],
+                                [(Path("profile.yaml"), [(0, profile)])])
+    (decision,) = result.decisions
+    assert decision.node is None and decision.reasons == {REASON: 1}

@@ -74,9 +74,9 @@ from placer.engine.framework import (
 )
 from placer.engine.labels import NOTHING, LabelSelector, selector_from_labels, validate_label_key
 from placer.engine.matching import MatchingPods, PodQuery
+from placer.engine.node_selectors import required_affinity_mask
 from placer.engine.objects import PodInfo
 from placer.engine.relations import DO_NOT_SCHEDULE, HONOR, IGNORE, SCHEDULE_ANYWAY, SpreadConstraint
-from placer.plugins._selectors import required_affinity_mask
 from placer.plugins.taint_toleration import tolerated_nodes
 
 __all__ = ["PodTopologySpread", "PodTopologySpreadArgs"]
@@ -354,6 +354,29 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
         return cluster.tracker(MatchingPods).counts(query)
 
     # ------------------------------------------------------------------ filter
+
+    def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
+        """kube's isSchedulableAfterPodChange: the pod's own new toleration when a constraint
+        honours taints; a pod of its namespace (or itself) added, relabelled or gone whose labels
+        match (or stop or start matching) one of its constraints' selectors. Nodes and the kinds
+        defaulted constraints read: yes (so is a pod with defaulted constraints: their selectors
+        come from its owners)."""
+        constraints = pod.spread_constraints
+        if not event.startswith("Pod/") or not constraints:
+            return True
+        if event == ClusterEvent.POD_TOLERATION:
+            return any(c.node_taints_policy == HONOR for c in constraints)
+        before = old if isinstance(old, PodInfo) else None
+        after = new if isinstance(new, PodInfo) else None
+        changed = after or before
+        if changed is None:
+            return True
+        if changed.uid != pod.uid and changed.namespace != pod.namespace:
+            return False
+        if before is not None and after is not None:
+            return before.labels != after.labels and any(
+                c.selector.matches(before.labels) != c.selector.matches(after.labels) for c in constraints)
+        return any(c.selector.matches(changed.labels) for c in constraints)
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         cycle = self._cycle(pod, cluster)

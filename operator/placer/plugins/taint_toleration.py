@@ -27,13 +27,13 @@ Example profile::
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, NoArgs, ScorePlugin, StaticCache, default_normalize
-from placer.engine.objects import PodInfo, Taint, Toleration
+from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs, ScorePlugin, StaticCache, default_normalize
+from placer.engine.objects import NodeInfo, PodInfo, Taint, Toleration
 
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -75,6 +75,10 @@ def tolerated_nodes(pod: PodInfo, cluster: ClusterState, cache: StaticCache[np.n
 class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
     name: ClassVar[str] = "TaintToleration"
     reason: ClassVar[str] = "node(s) had untolerated taint(s)"
+    # kube's EventsToRegister: a node added or its taints changed, the pod's own tolerations
+    events: ClassVar[frozenset[str]] = frozenset(
+        {ClusterEvent.NODE_ADD, ClusterEvent.NODE_UPDATE, ClusterEvent.POD_TOLERATION}
+    )
 
     def __init__(self, args: NoArgs) -> None:
         super().__init__(args)
@@ -85,6 +89,15 @@ class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         return tolerated_nodes(pod, cluster, self._masks)
+
+    def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
+        """kube's isSchedulableAfterPodTolerationChange (the pod's own new toleration) and
+        isSchedulableAfterNodeChange: a node whose taints the pod did not tolerate and now does."""
+        if event == ClusterEvent.POD_TOLERATION or not isinstance(new, NodeInfo):
+            return True
+        if isinstance(old, NodeInfo) and first_untolerated(old.taints, pod.tolerations) is None:
+            return False  # tolerated before: this change is not what it waits for
+        return first_untolerated(new.taints, pod.tolerations) is None
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
         cached = self._counts.get(cluster, pod.tolerations)

@@ -89,6 +89,7 @@ from placer.engine.framework import (
     WaitFor,
     Write,
 )
+from placer.engine.node_selectors import term_mask
 from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm, PodInfo
 from placer.engine.storage import (
     SELECTED_NODE,
@@ -98,7 +99,6 @@ from placer.engine.storage import (
     VolumeInfo,
     find_matching_volume,
 )
-from placer.plugins._selectors import term_mask
 
 __all__ = ["BOUND_BY_CONTROLLER", "TIMED_OUT", "VolumeBinding", "claim_reference"]
 
