@@ -346,7 +346,7 @@ def test_disabled_plugins() -> None:
     }}))
     assert "NodeResourcesBalancedAllocation" not in scores(spec) and "ImageLocality" not in scores(spec)
     assert "NodePorts" not in names(spec["filters"]) and "NodeResourcesFit" in names(spec["filters"])
-    assert spec["postFilters"] == []
+    assert spec["postFilters"] == [{"name": "DynamicResources"}]  # kube's other PostFilter stays
     spec = spec_of(config({"plugins": {"multiPoint": {
         "disabled": [{"name": "*"}],
         "enabled": [{"name": "NodeResourcesFit", "weight": 4}, {"name": "TaintToleration"}],
@@ -410,7 +410,8 @@ def test_plugin_args_of_kube_plugins() -> None:
     assert by_name["PodTopologySpread"]["defaultingType"] == "List"
     assert by_name["NodeResourcesBalancedAllocation"] == {"resources": [{"name": "cpu", "weight": 1},
                                                                         {"name": "nvidia.com/gpu", "weight": 1}]}
-    assert spec["postFilters"] == [{"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 20,
+    assert spec["postFilters"] == [{"name": "DynamicResources"},
+                                   {"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 20,
                                                                           "minCandidateNodesAbsolute": 50}}]
     assert [f for f in spec["filters"] if f["name"] == "VolumeBinding"] == [{"name": "VolumeBinding"}]
     compile_profile("p", spec)

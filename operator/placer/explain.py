@@ -237,8 +237,11 @@ async def _list_cluster(kube: ReadOnlyKube, raw_pod: dict[str, Any], metrics: bo
     explained among the pods even when the LIST leaves it out (terminal, or created since)."""
     collections = [("Node", "v1", "/api/v1/nodes", ()), ("Pod", "v1", "/api/v1/pods", ACTIVE_PODS)]
     collections += [(kind.name, kind.api_version, kind.path(), ()) for kind in KINDS]
+    unserved: list[str] = []
     listed = await asyncio.gather(*(kube.list(path, query) for _, _, path, query in collections[:2]),
-                                  *(_list_kind(kube, kind, path, warnings) for kind, _, path, _ in collections[2:]))
+                                  *(_list_kind(kube, kind, path, unserved) for kind, _, path, _ in collections[2:]))
+    order = {UNSERVED.format(path=path): index for index, (_, _, path, _) in enumerate(collections)}
+    warnings.extend(sorted(unserved, key=order.__getitem__))  # in the kinds' order, not the replies'
     if _key(raw_pod) not in {_key(item) for item in listed[1]}:
         listed[1].append(raw_pod)
     files = [_as_list(path, items, kind, version)

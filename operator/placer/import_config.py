@@ -154,8 +154,6 @@ KUBE_POINTS: dict[str, frozenset[str]] = {
 #: why an extension point of a kube plugin has no counterpart in Placer's plugin of that name
 KUBE_ONLY_POINTS: dict[tuple[str, str], str] = {
     ("VolumeBinding", "score"): "kube scores volumes only with the alpha gate StorageCapacityScoring",
-    ("DynamicResources", "postFilter"): ("Placer's default profile leaves DynamicResources' PostFilter out (list it "
-                                         "in postFilters before DefaultPreemption for kube's claim deallocation)"),
     ("NodeResourcesFit", "placementScore"): "Placer's NodeResourcesFit scores placements from its scores entry",
 }
 
@@ -603,11 +601,6 @@ def _profile(
                 continue
             if any(entry["name"] == name for entry in entries):
                 continue  # a plugin enabled at filter and permit: one entry does both
-            if (name, point) == ("DynamicResources", "postFilter"):
-                # Placer's default profile does not list it (yet): left out, said when the file enables it
-                if plugin.where:
-                    importer.note(f"{name} as {point} left out: {KUBE_ONLY_POINTS[(name, point)]}")
-                continue
             if not issubclass(REGISTRY[name], ROLES[point]):
                 if plugin.where and (name, point) not in KUBE_ONLY_POINTS:
                     continue  # said by _check_point

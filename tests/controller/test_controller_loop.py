@@ -140,11 +140,11 @@ async def test_unschedulable_backs_off_and_reports(running: Running) -> None:
     await until(lambda: kube.conditions and kube.events)
     assert kube.binds == []
     assert kube.events[0]["reason"] == "FailedScheduling"
-    # the whole FitError, with preemption's sentence when the profile preempts (kube's `..` included)
+    # the whole FitError, with the PostFilters' sentence when the profile has them (kube v1.36's words)
     note = kube.events[0]["note"]
     assert note in ("0/1 nodes are available: 1 Insufficient cpu.",
-                    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-                    "1 Preemption is not helpful for scheduling..")  # kube v1.36: 2 cpu never fit in 1
+                    "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes "
+                    "are available: 1 Preemption is not helpful for scheduling.")  # kube v1.36: 2 cpu never fit in 1
     assert kube.conditions[0][1]["status"]["conditions"][0]["message"] == note
     entry = state.queue.entry("default/big")
     assert entry is not None and entry.state in ("waiting", "in_flight", "active")

@@ -299,7 +299,8 @@ async def test_preemption_finding_nothing_clears_the_nomination(manual: Manual) 
     assert ("status", "default/huge", {"metadata": {"uid": "uid-huge"},
                                        "status": {"nominatedNodeName": None}}) in kube.pod_writes
     [failed] = events(kube, "FailedScheduling")
-    assert failed["note"].startswith("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes")
+    assert failed["note"].startswith(
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes")
 
 
 async def test_a_pod_that_may_not_preempt_keeps_its_nomination(manual: Manual) -> None:

@@ -240,7 +240,7 @@ def test_a_profile_no_longer_shadow_has_its_record_removed() -> None:
 def test_a_shadow_decides_on_every_node_without_preemption() -> None:
     rec = recorder()
     assert rec.profile.percentage_of_nodes_to_score == 100 and rec.profile.post_filters == ()
-    assert [p.name for p in rec.source.post_filters] == ["DefaultPreemption"]
+    assert [p.name for p in rec.source.post_filters] == ["DynamicResources", "DefaultPreemption"]
 
 
 def test_a_started_term_resumes_from_what_the_object_shows() -> None:

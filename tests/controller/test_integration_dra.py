@@ -42,7 +42,11 @@ SLICES = "resource.k8s.io/v1/resourceslices"
 CLASSES = "resource.k8s.io/v1/deviceclasses"
 TEMPLATES = "resource.k8s.io/v1/resourceclaimtemplates"
 # kube v1.36's DefaultPreemption sentence for pods no eviction can help (its own double stop)
-NOT_HELPFUL = "preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.."
+# kube v1.36's PostFilters: DynamicResources' word (`no new claims to deallocate` when the claims
+# never got as far as an allocation to undo), then DefaultPreemption's sentence
+NOT_HELPFUL = "preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+NO_NEW_CLAIMS = "no new claims to deallocate, " + NOT_HELPFUL
+STILL_NOT = "still not schedulable, " + NOT_HELPFUL
 
 
 def setup_cluster(emu: KubeEmulator, gpus: dict[str, int], others: tuple[str, ...] = ()) -> None:
@@ -204,7 +208,7 @@ async def test_two_pods_never_get_the_only_device(kube_emulator: KubeEmulator, l
     winner, loser = ("pod-a", "pod-b") if bound_node(emu, "pod-a") else ("pod-b", "pod-a")
     await until(lambda: failed_note(emu, loser), timeout=5)
     message = "0/2 nodes are available: 2 cannot allocate all claims."
-    assert failed_note(emu, loser) == f"{message} {NOT_HELPFUL.format(n=2)}"
+    assert failed_note(emu, loser) == f"{message} {STILL_NOT.format(n=2)}"
     await until(lambda: (pod_condition(emu, loser) or {}).get("reason") == "Unschedulable", timeout=5)
     assert pod_condition(emu, loser)["message"] == failed_note(emu, loser)
     await asyncio.sleep(1.5)  # retries meanwhile change nothing
@@ -242,7 +246,7 @@ async def test_a_template_claim_waits_for_the_resourceclaim_controller_and_goes_
     operator = await launch(initial_backoff=0.1, max_backoff=10.0)
     await until(lambda: failed_note(emu, "tp"), timeout=10)
     message = '0/2 nodes are available: pod "default/tp": ResourceClaim not created yet.'
-    assert failed_note(emu, "tp") == f"{message} {NOT_HELPFUL.format(n=2)}"
+    assert failed_note(emu, "tp") == f"{message} {NO_NEW_CLAIMS.format(n=2)}"
     state = operator.state
     assert state is not None
 
@@ -292,7 +296,7 @@ async def test_a_missing_claim_keeps_the_pod_pending_until_it_is_created(
     await launch()
     await until(lambda: failed_note(emu, "waiting"), timeout=10)
     message = '0/2 nodes are available: could not find ResourceClaim "default/later".'
-    assert failed_note(emu, "waiting") == f"{message} {NOT_HELPFUL.format(n=2)}"
+    assert failed_note(emu, "waiting") == f"{message} {NO_NEW_CLAIMS.format(n=2)}"
     await until(lambda: (pod_condition(emu, "waiting") or {}).get("message") == failed_note(emu, "waiting"), timeout=5)
     assert pod_condition(emu, "waiting")["reason"] == "Unschedulable"
     await asyncio.sleep(2.5)  # a few backoffs: the claim is still missing

@@ -64,6 +64,7 @@ async def test_without_dynamic_resources_in_post_filters_the_claim_is_left_alone
 ) -> None:
     emu = kube_emulator
     setup_cluster(emu, {"gpu-a": 1})
+    emu.patch("sp", "default", {"spec": {"postFilters": [{"name": "DefaultPreemption"}]}})
     stale_claim(emu, "stale", "gone-node")
     add_claim_pod(emu, "p", claim="stale")
     await launch()

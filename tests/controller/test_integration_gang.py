@@ -134,7 +134,7 @@ async def test_not_enough_room_binds_none_then_all_once_room_appears(
     fitted = ("pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, "
               "one or more plugins asked to wait and no plugin rejected pod")
     alone = ("0/1 nodes are available: 1 Insufficient cpu. "
-             "preemption: No preemption victims found for incoming preemptor.")
+             "preemption: No preemption victims found for incoming preemptor")
     assert sorted(notes.values()) == sorted([fitted, fitted, alone])
     await until(lambda: pod_condition(emu, "b0") is not None, timeout=10)
     assert pod_condition(emu, "b0")["reason"] == "Unschedulable"  # type: ignore[index]

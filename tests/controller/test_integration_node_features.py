@@ -13,7 +13,8 @@ from tests.kubeemu import KubeEmulator
 NEEDS_FEATURE = {"hostNetwork": True, "hostUsers": False}
 # kube's FitError, then DefaultPreemption's sentence: eviction cannot help (UnschedulableAndUnresolvable)
 MESSAGE = ("0/2 nodes are available: 2 node(s) didn't match Pod's required features. "
-           "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling..")
+           "no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+           "scheduling.")
 
 
 async def test_a_pod_waits_for_a_node_declaring_its_feature(kube_emulator: KubeEmulator, launch: Launch) -> None:

@@ -7,6 +7,7 @@ crashing the loop. The profile is the default one (no lists), as most users run 
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -36,7 +37,7 @@ def failure_notes(emu: KubeEmulator, name: str) -> list[str]:
 
 
 def fit_error(message: str) -> str:
-    return message.split(" preemption: ", 1)[0]
+    return re.split(r" (?:no new claims to deallocate, )?preemption: ", message, maxsplit=1)[0]
 
 
 async def test_replicas_with_hostname_anti_affinity_never_share_a_node(

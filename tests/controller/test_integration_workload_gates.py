@@ -207,7 +207,7 @@ async def test_a_group_below_the_running_pods_preempts_nothing(kube_emulator: Ku
     await launch()
     events = await until(lambda: events_about(emu, "b0", "FailedScheduling"), timeout=10)
     assert events[-1]["note"] == ("0/1 nodes are available: 1 Insufficient cpu. "
-                                  "preemption: not eligible due to workload aware preemption enabled.")
+                                  "preemption: not eligible due to workload aware preemption enabled")
     group = await until(lambda: (emu.get(PODGROUPS, "batch", NS) or {}).get("status", {}).get("conditions"),
                         timeout=10)
     assert group[0]["message"] == "pod group is unschedulable, No preemption victims found for incoming preemptor"

@@ -331,7 +331,7 @@ def test_a_gang_without_room_holds_nothing() -> None:
     assert decision.condition == ("False", "Unschedulable",
                                   f"{GROUP_UNSCHEDULABLE}, No preemption victims found for incoming preemptor")
     assert decision.decisions[2].full_message == (
-        "0/2 nodes are available: 2 Insufficient cpu. preemption: No preemption victims found for incoming preemptor.")
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: No preemption victims found for incoming preemptor")
 
 
 def test_without_preemption_the_group_message_is_kubes() -> None:

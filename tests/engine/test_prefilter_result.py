@@ -152,8 +152,8 @@ def test_preemption_tries_only_the_named_nodes() -> None:
     assert decision.preemption is None
     assert decision.full_message == (
         "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
-        "preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, "
-        "3 Preemption is not helpful for scheduling.."  # (kube's own double stop)
+        "no new claims to deallocate, preemption: 0/4 nodes are available: 1 No preemption victims found for "
+        "incoming pod, 3 Preemption is not helpful for scheduling."
     )
 
 

@@ -22,7 +22,7 @@ def test_omitted_lists_get_the_defaults() -> None:
         "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
         "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures",
     ]
-    assert names(profile.post_filters) == ["DefaultPreemption"]
+    assert names(profile.post_filters) == ["DynamicResources", "DefaultPreemption"]
     assert names(profile.filters) == [f["name"] for f in DEFAULT_FILTERS]
     assert [(p.name, w) for p, w in profile.scores] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("PodTopologySpread", 2), ("InterPodAffinity", 2),

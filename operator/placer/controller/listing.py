@@ -39,7 +39,10 @@ class Pages:
         self._pending: asyncio.Future[Reply] | None = self._page()
 
     def _page(self) -> asyncio.Future[Reply]:
-        params = [*self._query, ("limit", str(self._limit)), *((("continue", self._token),) if self._token else ())]
+        query = self._query
+        if self._token:  # a continue token carries the listing's version: the server refuses another
+            query = [(key, value) for key, value in query if key not in ("resourceVersion", "resourceVersionMatch")]
+        params = [*query, ("limit", str(self._limit)), *((("continue", self._token),) if self._token else ())]
         return asyncio.ensure_future(self._request("GET", self.path, query=params))
 
     def __aiter__(self) -> Pages:

@@ -257,7 +257,7 @@ def decide_group(
         result.message = f"{base}, {why}"
         for decision in attempt.decisions:
             if decision.message is not None and decision.message != MEMBER_UNSCHEDULABLE \
-                    and decision.post_filter_period:  # not refused by `_constrained`
+                    and not decision.constrained_refusal:
                 if group.priority is not None:  # WorkloadAwarePreemption on: the pod's own PostFilter's words
                     decision.post_filter_message, decision.clears_nomination = WAP_ENABLED, False
                 else:
@@ -289,7 +289,7 @@ def _constrained(result: GroupDecision, attempt: Attempt, topology: bool, whole:
             decision.message = result.message
         elif decision.message is not None and decision.message != MEMBER_UNSCHEDULABLE:
             decision.post_filter_message = refused_preemption(profile, pods[decision.pod], cluster)
-            decision.post_filter_period = False  # kube's refusal ends without one
+            decision.constrained_refusal = True
             decision.clears_nomination = True
 
 

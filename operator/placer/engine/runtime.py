@@ -156,9 +156,9 @@ class Decision:
     post_filter_message: str | None = None
     #: whether that failure drops the pod's nomination (`PostFilterPlugin.clears_nomination`)
     clears_nomination: bool = False
-    #: whether kube's text ends the PostFilter's sentence with a period (its preemption FitError
-    #: does; a refusal such as `preemption: not eligible due to ...` does not)
-    post_filter_period: bool = True
+    #: the PostFilter message is DefaultPreemption refusing a constrained group's member (set by
+    #: the group cycle; workload-aware preemption then leaves it as it is)
+    constrained_refusal: bool = False
     #: what the PostFilter plugins wrote trying (`PostFilterWrites`: a claim deallocated), for the
     #: operator to make whatever the decision
     post_filter_writes: tuple[Write, ...] = ()
@@ -174,7 +174,7 @@ class Decision:
         sentence (`... 5 Insufficient cpu. preemption: 0/5 nodes are available: ...`)."""
         if self.message is None or self.post_filter_message is None:
             return self.message
-        return f"{self.message} {self.post_filter_message}{'.' if self.post_filter_period else ''}"
+        return f"{self.message} {self.post_filter_message}"  # kube's FitError adds no period of its own
 
     @property
     def scheduled(self) -> bool:

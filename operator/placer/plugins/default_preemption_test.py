@@ -118,15 +118,15 @@ def profile(
     args: Mapping[str, Any] | None = None,
     post: Sequence[Mapping[str, Any]] | None = None,
 ) -> Profile:
-    """A profile with these filters (None: the defaults), no scores, and DefaultPreemption with
-    `args` (or the `post` list as written)."""
+    """A profile with these filters (None: the defaults), no scores, and DefaultPreemption alone
+    with `args` (or the `post` list as written)."""
     spec: Obj = {"schedulerName": "placer", "scores": []}
     if filters is not None:
         spec["filters"] = [dict(f) for f in filters]
     if post is not None:
         spec["postFilters"] = [dict(p) for p in post]
-    elif args is not None:
-        spec["postFilters"] = [{"name": "DefaultPreemption", "args": dict(args)}]
+    else:  # DefaultPreemption alone: its own sentence, without DynamicResources' before it
+        spec["postFilters"] = [{"name": "DefaultPreemption", "args": dict(args or {})}]
     return compile_profile("test", spec)
 
 
@@ -171,7 +171,7 @@ def test_tied_priority_finds_no_victims() -> None:
     assert decision.message == "0/1 nodes are available: 1 Too many pods."
     # kube's FitError with the PostFilter's sentence, which ends in a period of its own
     assert decision.full_message == (
-        f"0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 {NO_VICTIMS}.."
+        f"0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 {NO_VICTIMS}."
     )
 
 
@@ -247,7 +247,7 @@ def test_node_affinity_taints_and_unschedulable_are_not_helpful() -> None:
     assert decision.full_message == (
         "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated "
         "taint(s), 1 node(s) were unschedulable. "
-        f"preemption: 0/3 nodes are available: 3 {NOT_HELPFUL}.."
+        f"preemption: 0/3 nodes are available: 3 {NOT_HELPFUL}."
     )
 
 
@@ -786,7 +786,8 @@ def test_valid_args(args: dict[str, Any]) -> None:
 
 
 def test_defaults_are_kubes() -> None:
-    (plugin,) = compile_profile("test", {"schedulerName": "placer"}).post_filters
+    claims, plugin = compile_profile("test", {"schedulerName": "placer"}).post_filters
+    assert claims.name == "DynamicResources"  # kube v1.36: an idle claim is freed before a pod is evicted
     assert isinstance(plugin, DefaultPreemption)
     assert (plugin.args.minCandidateNodesPercentage, plugin.args.minCandidateNodesAbsolute) == (10, 100)
 
@@ -815,7 +816,7 @@ def test_preemption_policy_never() -> None:
     decision = run(kpod("p", HIGH, policy="Never"), [node("node1", pods="1")], [kpod("p1", LOW, node_name="node1")])
     assert refused(decision) == "preemption: not eligible due to preemptionPolicy=Never."
     assert decision.full_message == (
-        "0/1 nodes are available: 1 Too many pods. preemption: not eligible due to preemptionPolicy=Never.."
+        "0/1 nodes are available: 1 Too many pods. preemption: not eligible due to preemptionPolicy=Never."
     )
 
 
