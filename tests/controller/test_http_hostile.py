@@ -309,6 +309,23 @@ async def test_a_black_holed_tunnel_is_not_sent() -> None:
         listening.close()
 
 
+async def test_a_black_holed_handshake_gives_up_at_the_connect_timeout() -> None:
+    """A server that takes the connection and never answers the TLS handshake costs the request the
+    connect timeout (client-go's 10 s TLS handshake timeout), not its whole deadline."""
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(10)
+
+    listening = await asyncio.start_server(silent, "127.0.0.1", 0)
+    try:
+        port = listening.sockets[0].getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(NotSentError, match="in time"):
+            await ask(f"https://127.0.0.1:{port}", timeout=8, connect_timeout=0.3)
+        assert time.monotonic() - started < 3
+    finally:
+        listening.close()
+
+
 async def test_a_connection_found_closing_before_the_write_is_not_sent() -> None:
     async with server(answering(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) as url:
         client = HttpClient(url)

@@ -78,6 +78,9 @@ __all__ = [
 ]
 
 KEEPALIVE = 15.0  # seconds an idle connection may be reused (aiohttp's default keep-alive)
+#: seconds to open a connection (TCP, proxy, TLS handshake): client-go's TLSHandshakeTimeout; a
+#: black-holed connection then costs its request 10 s, not the whole request timeout
+CONNECT_TIMEOUT = 10.0
 
 
 def proxy_from_environment(url: str) -> str | None:
@@ -105,6 +108,7 @@ class HttpClient:
         proxy_headers: Mapping[str, str] | None = None,
         limit: int = 100,
         keepalive: float = KEEPALIVE,
+        connect_timeout: float = CONNECT_TIMEOUT,
         user_agent: str = "placer",
         body_limit: int = BODY_LIMIT,
         line_limit: int = LINE_LIMIT,
@@ -113,6 +117,7 @@ class HttpClient:
         self.host, self.port = host, port
         self.limit = max(1, limit)
         self.keepalive = keepalive
+        self.connect_timeout = connect_timeout
         self.body_limit = body_limit
         self.line_limit = line_limit
         self._ssl = (ssl_context or tls_context(ca_file=None, cert_file=None, key_file=None, verify=True)
@@ -263,7 +268,8 @@ class HttpClient:
                 self._count += 1
                 conn = _Connection(self, loop) if self._ssl is None else _TlsConnection(self, loop)
                 try:
-                    await self._connect(loop, conn)
+                    async with asyncio.timeout(self.connect_timeout):
+                        await self._connect(loop, conn)
                 except BaseException:
                     conn.abort()  # frees the slot
                     raise

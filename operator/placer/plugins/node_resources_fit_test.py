@@ -999,8 +999,8 @@ def test_preemption_sentence_counts_a_too_small_node_as_not_helpful() -> None:
     profile = make_profile(filters=[{"name": "NodeResourcesFit"}], scores=[])
     decision = decide(profile, pod("p", cpu="8", priority=10), cluster)
     assert decision.full_message == (
-        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are available: "
-        "1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are "
+        "available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
     )
 
 
