@@ -12,7 +12,7 @@ PLUGIN_EXAMPLE := examples/plugins/annotation-score
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real check-real
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real bench-first-binding check-real
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
@@ -69,6 +69,11 @@ KUBE_BIN ?= ../kube-bin-$(KUBE_VERSION)
 REAL_RUNS ?= 3
 REAL_SIZES ?= 1000x5000 5000x10000
 REAL_MODES ?= backlog stream
+# the large size, all pods first, on one control plane for every run (filled once: its namespace
+# emptied between runs); REAL_LARGE_SIZES= leaves it out
+REAL_LARGE_SIZES ?= 15000x30000
+# stream mode: pods created at this fixed rate, scheduling latency (p50/p99) reported
+REAL_STREAM_RATE ?= 250
 # scheduler_perf-like workloads beside `plain` (bench/real_bench.py's docstring), at their own
 # size and mode; REAL_WORKLOADS= runs `plain` only. `devices` (DRA) is skipped before v1.34.
 REAL_WORKLOADS ?= antiaffinity spread preferred devices
@@ -76,13 +81,20 @@ REAL_WORKLOAD_SIZES ?= 1000x5000
 REAL_WORKLOAD_MODES ?= backlog
 # the version the binaries report (kube-apiserver --version), in the results' file names
 REAL_VERSION = $(shell $(KUBE_BIN)/kube-apiserver --version 2>/dev/null | sed -n 's/^Kubernetes \(v[0-9]*\.[0-9]*\).*/\1/p')
-bench-real: install ## Placer vs kube-scheduler on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): plain at both sizes and modes, then antiaffinity/spread/preferred/devices at 1,000/5,000 backlog, medians of 3
+bench-real: install ## Placer vs kube-scheduler vs the limit row (a bare bind-and-event client) on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): plain at both sizes and modes (stream paced at 250 pods/s: latency), 15,000/30,000 backlog, then antiaffinity/spread/preferred/devices at 1,000/5,000 backlog, medians of 3
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	@for size in $(REAL_SIZES); do for mode in $(REAL_MODES); do \
 		nodes=$${size%x*}; pods=$${size#*x}; \
 		$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --mode $$mode \
-			--runs $(REAL_RUNS) --json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-$$mode.json || exit 1; \
+			--rate $(REAL_STREAM_RATE) --runs $(REAL_RUNS) \
+			--json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-$$mode.json || exit 1; \
 	done; done
+	@for size in $(REAL_LARGE_SIZES); do \
+		nodes=$${size%x*}; pods=$${size#*x}; \
+		$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --mode backlog \
+			--reuse-plane --timeout 900 --runs $(REAL_RUNS) \
+			--json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-backlog.json || exit 1; \
+	done
 	@for workload in $(REAL_WORKLOADS); do for size in $(REAL_WORKLOAD_SIZES); do for mode in $(REAL_WORKLOAD_MODES); do \
 		nodes=$${size%x*}; pods=$${size#*x}; \
 		$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --mode $$mode \
@@ -90,6 +102,10 @@ bench-real: install ## Placer vs kube-scheduler on a real API server (v1.36; KUB
 			--json bench/results/real-$(REAL_VERSION)-$$nodes-$$pods-$$mode-$$workload.json \
 			|| { status=$$?; [ $$status -eq 3 ] || exit 1; echo "(skipped: $$workload)"; }; \
 	done; done; done
+
+bench-first-binding: install ## the first binding after a cold start at 15,000 nodes / 30,000 pending pods, kube-scheduler and Placer started in turn on one plane, 5 rounds
+	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
+	$(PY) bench/first_binding.py --kube-bin $(KUBE_BIN) --rounds 5 --json bench/results/first-binding-$(REAL_VERSION).json
 
 check-real: install ## the operator's scenarios on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): binding, events, gates, pod-level resources, resize, preemption, DRA...
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/versions.md)"; exit 2; }

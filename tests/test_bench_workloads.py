@@ -1,6 +1,7 @@
 """The real-cluster benchmark's parts that need no cluster: bench/synthetic.py's workloads,
 bench/audit.py's checks of what they promise, and bench/real_bench.py's lock, object creation
-order, CPU reading and version refusal."""
+order, CPU reading, version refusal, latency percentiles, the limit row's share and
+kube-scheduler's metrics."""
 
 from __future__ import annotations
 
@@ -279,6 +280,66 @@ def test_medians_and_table(capsys: pytest.CaptureFixture[str]) -> None:
     header, line = capsys.readouterr().out.splitlines()
     assert "CPU ms/pod: scheduler" in header and "etcd" in header
     assert line.split()[0] == "placer"
+
+
+def test_latency_percentiles_from_creation_to_binding() -> None:
+    created = {f"p{i}": 100.0 for i in range(100)}
+    bound = {f"p{i}": 100.0 + (i + 1) / 1000 for i in range(100)}  # 1..100 ms
+    bound.pop("p99")  # never bound: left out
+    created["extra"] = 50.0  # never bound either
+    latency = real_bench.latency_ms(created, bound)
+    assert latency["latency_ms_p50"] == pytest.approx(50.0)
+    assert latency["latency_ms_p99"] == pytest.approx(99.0)
+    assert latency["latency_ms_max"] == pytest.approx(99.0)
+    assert real_bench.percentile([3.0, 1.0, 2.0], 0.99) == 3.0 and real_bench.percentile([5.0], 0.5) == 5.0
+    none = real_bench.latency_ms({}, bound)
+    assert all(value != value for value in none.values())  # NaN: no latency without a creation time
+
+
+def test_limit_row_share_and_stream_table(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = {which: [{key: 1.0 for key in real_bench.MEDIANS} | {"pods_per_s": rate}]
+            for which, rate in (("limit", 800.0), ("kube-scheduler", 200.0), ("placer", 720.0))}
+    table = {which: real_bench.medians(rows) for which, rows in runs.items()}
+    assert real_bench.limit_shares(table) == {"kube-scheduler": 0.25, "placer": 0.9}
+    assert real_bench.limit_shares({"placer": table["placer"]}) == {}  # no limit row: no share
+    real_bench.print_table(table, stream=True)
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert "latency p50/p99 ms" in header and [line.split()[0] for line in lines] == list(runs)
+    assert lines[0].split()[-4] == "-"  # the limit row is not audited: no violations column
+
+
+def test_medians_leave_out_nan() -> None:
+    runs = [{key: 1.0 for key in real_bench.MEDIANS} | {"latency_ms_p99": value} for value in (float("nan"), 4.0, 2.0)]
+    assert real_bench.medians(runs)["latency_ms_p99"] == 3.0
+
+
+EXTENSION_POINT = "scheduler_framework_extension_point_duration_seconds"
+FILTER = 'extension_point="Filter",profile="kube-bench",status="Success"'
+SCORE = 'extension_point="Score",profile="kube-bench",status="Success"'
+METRICS_PAGE = "\n".join([
+    f"# HELP {EXTENSION_POINT} [STABLE] Latency for running all plugins of a specific extension point.",
+    f"# TYPE {EXTENSION_POINT} histogram",
+    f'{EXTENSION_POINT}_bucket{{{FILTER},le="0.0001"}} 10',
+    f"{EXTENSION_POINT}_sum{{{FILTER}}} 0.7",
+    f"{EXTENSION_POINT}_count{{{FILTER}}} 500",
+    f"{EXTENSION_POINT}_sum{{{SCORE}}} 0.5",
+    f"{EXTENSION_POINT}_count{{{SCORE}}} 500",
+    'scheduler_scheduling_attempt_duration_seconds_sum{profile="kube-bench",result="scheduled"} 1.33',
+    'scheduler_scheduling_attempt_duration_seconds_count{profile="kube-bench",result="scheduled"} 500',
+    'scheduler_pending_pods{queue="active"} 0',
+])
+
+
+def test_kube_schedulers_histograms_from_its_metrics() -> None:
+    found = real_bench.histograms(METRICS_PAGE)
+    points = {e["labels"]["extension_point"]: e for e in found[EXTENSION_POINT]}
+    assert points["Filter"]["count"] == 500 and points["Filter"]["mean_ms"] == pytest.approx(1.4)
+    assert points["Score"]["mean_ms"] == pytest.approx(1.0)
+    (attempt,) = found["scheduler_scheduling_attempt_duration_seconds"]
+    assert attempt["labels"] == {"profile": "kube-bench", "result": "scheduled"}
+    assert attempt["mean_ms"] == pytest.approx(2.66)
+    assert "scheduler_pending_pods" not in found
+    assert real_bench.extension_points(found) == "Filter 1.40, Score 1.00, attempt (scheduled) 2.66"
 
 
 @pytest.mark.skipif(shutil.which("flock") is None, reason="util-linux flock(1) not installed")

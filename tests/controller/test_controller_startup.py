@@ -7,19 +7,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from placer.controller.main import operate
 
-from tests.controller.helpers import Launch, OperatorThread, operator_options, until
+from tests.controller.helpers import FakeKube, Launch, OperatorThread, node, operator_options, pod, unit_state, until
 from tests.kubeemu import KubeEmulator
 from tests.kubeemu.emulator import kubeconfig_text
 
 PROFILE = {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}}
+# the resync's two pod LISTs, as their raw (percent-encoded) queries say
+ASSIGNED = r"spec\.nodeName(!|%21)%3D"
+PENDING = r"spec\.nodeName%3D(&|$)"
 
 
 def setup(emu: KubeEmulator) -> None:
@@ -146,3 +151,71 @@ def test_sigterm_before_kopf_started_stops_gracefully(tmp_path: Path) -> None:
         finally:
             if process.poll() is None:
                 process.kill()
+
+
+def _answered(emu: KubeEmulator, path: str, query: str) -> list[float]:
+    """When each request of `path` whose raw query matches `query` was answered."""
+    return [r.started + (r.duration or 0.0) for r in emu.requests_matching("GET", path)
+            if re.search(query, r.query) and r.duration is not None]
+
+
+def _binds(emu: KubeEmulator) -> list[float]:
+    return [r.started for r in emu.requests_matching("POST", r"/binding$")]
+
+
+async def test_no_decision_before_every_assigned_pod_is_filed(kube_emulator: KubeEmulator, launch: Launch) -> None:
+    """The assigned pods' LIST (slow here) is waited for: the node's CPU they hold is not offered."""
+    emu = kube_emulator
+    emu.add_node("n1", cpu="2", memory="8Gi")
+    emu.add_node("n2", cpu="4", memory="8Gi")
+    emu.create("sp", PROFILE)
+    emu.add_pod("running", node_name="n2", cpu="3500m")  # most of n2 (the emptier node otherwise)
+    emu.add_pod("web", scheduler_name="placer", cpu="1")
+    emu.inject("GET", r"^/api/v1/pods$", query=ASSIGNED, delay=0.8, count=1)
+    await launch()
+    await until(lambda: emu.get("pods", "web")["spec"].get("nodeName"))
+    assert emu.get("pods", "web")["spec"]["nodeName"] == "n1"
+    assert min(_binds(emu)) >= max(_answered(emu, r"^/api/v1/pods$", ASSIGNED))
+
+
+async def test_scheduling_starts_while_pending_pods_are_still_listed(kube_emulator: KubeEmulator,
+                                                                     launch: Launch) -> None:
+    """Nodes and assigned pods known, the first pending pods are decided while the rest of the
+    pending LIST (its second page slow here) is on its way; every pod is bound in the end."""
+    emu = kube_emulator
+    emu.add_node("n1", cpu="8", memory="16Gi")
+    emu.create("sp", PROFILE)
+    for index in range(6):
+        emu.add_pod(f"web-{index}", scheduler_name="placer", cpu="100m")
+    emu.inject("GET", r"^/api/v1/pods$", query=PENDING + ".*continue=|continue=.*" + PENDING, delay=1.5, count=1)
+    await launch(pods_list_page=2)
+    await until(lambda: all(emu.get("pods", f"web-{i}")["spec"].get("nodeName") for i in range(6)), timeout=10)
+    slow_page = max(_answered(emu, r"^/api/v1/pods$", "continue="))
+    assert min(_binds(emu)) < slow_page - 1.0
+
+
+async def test_the_first_resync_reads_the_watch_cache_and_later_ones_read_consistently() -> None:
+    """`resourceVersion=0` (the API server's watch cache, as client-go's first LIST) for a cold
+    start's LISTs of nodes and assigned pods only (the pending pods come in consistent pages); a
+    new term or a relist must see the latest state."""
+    kube = FakeKube()
+    kube.lists["/api/v1/nodes"] = [node("n1")]
+    kube.lists["/api/v1/pods"] = [pod("a", node_name="n1", cpu="1", rv=10), pod("b", rv=11)]
+    state = unit_state(kube)
+    asked: list[tuple[str, dict[str, str]]] = []
+    list_pages = kube.list_pages
+
+    def recording(path: str, query: Any = (), *, limit: int = 500) -> Any:
+        asked.append((path, dict(query)))
+        return list_pages(path, query, limit=limit)
+
+    kube.list_pages = recording  # type: ignore[method-assign]
+    await state.resync.run()
+    first = list(asked)
+    assert sorted(path for path, _ in first) == ["/api/v1/nodes", "/api/v1/pods", "/api/v1/pods"]
+    cached = [query.get("fieldSelector", "nodes") for _, query in first if query.get("resourceVersion") == "0"]
+    assert sorted(cached) == ["nodes", "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="]
+    assert "default/a" in state.cluster.pods and state.cluster.node_count == 1
+    asked.clear()
+    await state.resync.run()
+    assert len(asked) == 3 and all("resourceVersion" not in query for _, query in asked)

@@ -248,7 +248,8 @@ async def test_no_hot_loop_while_the_api_server_is_unreachable(kube_emulator: Ku
 async def test_pods_and_nodes_are_listed_once_and_watched_from_that_list(
     kube_emulator: KubeEmulator, launch: Launch, path: str
 ) -> None:
-    """Placer's own pod and node watches: one LIST at startup (no second one by Kopf), the watch
+    """Placer's own pod and node watches: one LIST at startup (pods: the pending and the assigned
+    ones; no second one by Kopf), the watch
     resumes from that LIST's resourceVersion, and events on the streams reach the engine."""
     emu = kube_emulator
     setup(emu)
@@ -258,9 +259,12 @@ async def test_pods_and_nodes_are_listed_once_and_watched_from_that_list(
     requests = [r for r in emu.requests if r.method == "GET" and r.path == path]
     lists = [r for r in requests if not r.is_watch]
     watches = [r for r in requests if r.is_watch]
-    assert len(lists) == 1, [r.query for r in lists]
-    if path.endswith("pods"):
-        assert parse_qs(lists[0].query)["fieldSelector"] == ["status.phase!=Succeeded,status.phase!=Failed"]
+    active = "status.phase!=Succeeded,status.phase!=Failed"
+    if path.endswith("pods"):  # two LISTs: the pending pods, then the assigned ones (issue 25)
+        assert [parse_qs(r.query)["fieldSelector"] for r in lists] == [[f"{active},spec.nodeName="],
+                                                                      [f"{active},spec.nodeName!="]]
+    else:
+        assert len(lists) == 1, [r.query for r in lists]
     watch_query = parse_qs(watches[0].query)
     assert watch_query["allowWatchBookmarks"] == ["true"] and watch_query["resourceVersion"][0].isdigit()
     emu.add_node("big", cpu="16")  # only the node watch can tell about it
@@ -268,5 +272,5 @@ async def test_pods_and_nodes_are_listed_once_and_watched_from_that_list(
     later = add_pods(emu, "q", 2)
     await until(lambda: all_bound(emu, [*later, "huge"]))
     assert bound_node(emu, "huge") == "big"
-    assert len([r for r in emu.requests if r.path == path and not r.is_watch]) == 1
+    assert len([r for r in emu.requests if r.path == path and not r.is_watch]) == len(lists)
     assert_sound(emu, [*first, *later, "huge"])

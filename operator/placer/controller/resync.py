@@ -42,7 +42,13 @@ logger = logging.getLogger("placer.resync")
 
 # as kube-scheduler's informer: terminal pods hold no resources and are never scheduled
 ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# the resync's two pod LISTs: the assigned pods (what a decision must know) and the pending ones
+ASSIGNED_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName!="
+PENDING_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName="
 PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
+NODES_PATH = "/api/v1/nodes"
+# nodes per page of the resync's node LIST (its pages are filed while the server prepares the next)
+NODES_LIST_PAGE = 500
 # the kinds Kopf watches (pods and nodes come through `placer.controller.informers`)
 KOPF_KINDS = ("profiles", *(kind.plural for kind in CATALOG_KINDS))
 # Kopf delivers a listing in one burst; a listing event this long after the previous one of its
@@ -50,10 +56,44 @@ KOPF_KINDS = ("profiles", *(kind.plural for kind in CATALOG_KINDS))
 RELIST_GAP = 1.0
 
 
+def _number(version: str) -> int:
+    """A resourceVersion's order among LISTs' (an opaque one first: it proves nothing)."""
+    return int(version) if version.isdigit() else -1
+
+
 def _gone(version: str, list_version: str) -> bool:
     """Whether an object last seen at `version` and absent from a LIST taken at `list_version` is gone
     (only when both are numbers: an opaque resourceVersion proves nothing)."""
     return version.isdigit() and list_version.isdigit() and int(version) <= int(list_version)
+
+
+class StartupTiming:
+    """A resync in steps, for the log: when each LIST was filed (wall time from the start, and the
+    process's CPU by then) and how long filing its pages took (parse and index; the rest of a
+    LIST's time is the server, the transfer and the decoding). Logged at INFO for the first resync
+    (a cold start: the way to the first binding), at DEBUG for the others."""
+
+    def __init__(self, first: bool) -> None:
+        self.first = first
+        self.started = time.perf_counter()
+        self.cpu = time.process_time()
+        self.items: dict[str, int] = {}
+        self.filing: dict[str, float] = {}
+        self.steps: list[str] = []
+
+    def filed(self, kind: str, items: int, seconds: float) -> None:
+        self.items[kind] = self.items.get(kind, 0) + items
+        self.filing[kind] = self.filing.get(kind, 0.0) + seconds
+
+    def step(self, what: str) -> None:
+        done = f"{what} by {time.perf_counter() - self.started:.2f} s (CPU {time.process_time() - self.cpu:.2f} s)"
+        if what in self.items:
+            done += f": {self.items[what]} filed in {self.filing[what]:.2f} s"
+        self.steps.append(done)
+
+    def report(self, what: str = "done") -> None:
+        logger.log(logging.INFO if self.first else logging.DEBUG, "%s LISTs %s: %s",
+                   "start-up" if self.first else "resync", what, "; ".join(self.steps))
 
 
 class Resync:
@@ -72,6 +112,10 @@ class Resync:
         self.resyncs = 0
         self.resyncs_done = 0
         self.resynced = Signal()  # fired at the end of every resync
+        # a resync filed every node and assigned pod (its pending pods may still be coming)
+        self.decidables = 0
+        self.decided = Signal()
+        self._running: asyncio.Task[None] | None = None
         # where the watches of `placer.controller.informers` resume: kind -> listed path -> version
         self.watch_versions: dict[str, dict[str, str]] = {"pods": {}, "nodes": {}}
         # per Kopf kind: what files an object (added, changed, listed) and what removes one
@@ -121,67 +165,137 @@ class Resync:
         between this LIST and Kopf's own first one, which no stream mentions, are caught by
         `verify_provisional`.
 
-        Every LIST is asked for at once. The pods' (the big one: thousands at start-up) is filed a
-        page at a time, after the other kinds (parsing a pod reads the profiles and PriorityClasses),
-        while the server prepares the next page: the listing and the filing overlap instead of
-        adding up. Nothing is decided before the whole resync is done.
+        A decision needs every node and assigned pod, not every pending one: the pods are two
+        LISTs, pending (`spec.nodeName=`) and assigned (`spec.nodeName!=`); once the nodes, the
+        profiles, the catalog kinds and the assigned pods are filed the resync is decidable
+        (`until_decidable`) and scheduling may start while the pending pods' pages still come
+        (each filed pod is queued at once, as from a watch). The pending LIST's snapshot is taken
+        first (its first page answered before the assigned LIST is asked for): a pod bound
+        between the two is in the assigned one, and the watch resumes from the older. Pages are
+        filed as they come, the server preparing the next meanwhile; the pods wait for the
+        profiles and catalog kinds (a pod's parse reads PriorityClasses); a pod on a node not yet
+        filed is counted when its node comes. The first resync reads the watch cache (`_apply`).
         """
         assert self.state.kube is not None
-        pod_query = [("fieldSelector", ACTIVE_PODS_SELECTOR)]
+        kube, page = self.state.kube, self.state.options.pods_list_page
         pod_paths = [f"/api/v1/namespaces/{ns}/pods" for ns in self.state.options.namespaces] or ["/api/v1/pods"]
-        pod_pages = [self.state.kube.list_pages(path, pod_query, limit=self.state.options.pods_list_page)
-                     for path in pod_paths]
+        timing = StartupTiming(self.resyncs_done == 0)
+        cached = [("resourceVersion", "0")] * (self.resyncs_done == 0)
+        node_pages = kube.list_pages(NODES_PATH, cached, limit=max(page, NODES_LIST_PAGE))
+        pending = [kube.list_pages(path, [("fieldSelector", PENDING_PODS_SELECTOR)], limit=page) for path in pod_paths]
+        assigned: list[Pages] = []
         try:
-            await self._apply(pod_pages)
+            await self._apply(node_pages, pending, assigned, timing, cached)
         finally:
-            for pages in pod_pages:
+            for pages in (node_pages, *pending, *assigned):
                 pages.close()
+        timing.report()
         self.resyncs_done += 1
         self.resynced.fire()
 
-    async def _apply(self, pod_pages: list[Pages]) -> None:
-        """`run`'s LISTs filed: nodes, profiles, the catalog kinds, then the pods' pages."""
+    async def _apply(self, node_pages: Pages, pending: list[Pages], assigned: list[Pages],
+                     timing: StartupTiming, cached: list[tuple[str, str]]) -> None:
+        """`run`'s LISTs filed: the profiles and catalog kinds, the nodes' and assigned pods' pages
+        as they come (decidable then), then the pending pods'. `assigned` is filled here, once the
+        pending LISTs' snapshots are taken. `cached`: `resourceVersion=0`, the API server's
+        watch cache, for the nodes and assigned pods of a process's first resync (as client-go's
+        reflector lists first): a consistent LIST goes to etcd unless etcd reports watch progress
+        (3.4.31+, 3.5.13+), every pod decoded there and scanned for the field selector, at 30,000
+        pods seconds of the server's CPU; the cache may lag by its watch's delay (so may the
+        assigned snapshot behind the pending one), as kube-scheduler's informers do. The cache
+        ignores `limit` (one answer per LIST), so the pending pods, needed a page at a time, stay
+        consistent pages. Later resyncs (a new term, a relist) read consistently: a new leader
+        must see what the last one bound."""
         assert self.state.kube is not None
-        kube, cache = self.state.kube, self.state.cache
-        (nodes, nodes_version), (profiles, profiles_version), *catalog_lists = await asyncio.gather(
-            kube.list_objects("/api/v1/nodes"), self._list_profiles(),
-            *(self._list_kind(kind) for kind in CATALOG_KINDS))
-        self.resyncs += 1
-        for raw in nodes:  # the node watch resumes from this LIST: nothing is provisional
-            cache.observe_node(raw)
-        self._prune_named("nodes", nodes, nodes_version, cache.node_deleted)
-        self._watch_from("nodes", "/api/v1/nodes", nodes_version)
+        kube = self.state.kube
+        others = asyncio.ensure_future(asyncio.gather(
+            self._list_profiles(), *(self._list_kind(kind) for kind in CATALOG_KINDS)))
+        nodes = asyncio.ensure_future(self._file_nodes(node_pages, timing))
+        try:
+            firsts = [await anext(pages) for pages in pending]  # the pending snapshots come first
+            assigned.extend(kube.list_pages(pages.path, [("fieldSelector", ASSIGNED_PODS_SELECTOR), *cached],
+                                            limit=self.state.options.pods_list_page) for pages in pending)
+            (profiles, profiles_version), *catalog_lists = await others
+            self.resyncs += 1
+            self._file_others(profiles, profiles_version, catalog_lists)
+            if self.state.profiles.uses_metrics:
+                await self.state.node_metrics.poll()
+            timing.step("profiles and catalog kinds")
+            listed: set[str] = set()
+            versions = await self._file_pods(assigned, [None] * len(assigned), listed, timing, "assigned pods")
+            await nodes
+            timing.report("decidable")
+            self.decidables += 1
+            self.decided.fire()
+            versions = [min(pair, key=_number) for pair in zip(
+                versions, await self._file_pods(pending, firsts, listed, timing, "pending pods"), strict=True)]
+        except BaseException:  # one LIST failed (or the resync was cancelled): the others are dropped
+            for task in (nodes, others):
+                task.cancel()
+            await asyncio.gather(nodes, others, return_exceptions=True)
+            raise
+        # the oldest of the LISTs: what is absent from them and not newer is gone
+        self._prune_pods(listed, min(versions, key=_number))
+        for pages, version in zip(pending, versions, strict=True):
+            self._watch_from("pods", pages.path, version)
+
+    async def _file_nodes(self, pages: Pages, timing: StartupTiming) -> None:
+        cache = self.state.cache
+        listed: set[str] = set()
+        version = ""
+        async for items, page_version, restarted in pages:
+            started = time.perf_counter()
+            version = page_version  # every page of one listing carries the listing's version
+            if restarted:  # its continue token expired: only the new listing proves anything gone
+                listed.clear()
+            for raw in items:  # the node watch resumes from this LIST: nothing is provisional
+                cache.observe_node(raw)
+                listed.add(str((raw.get("metadata") or {}).get("name")))
+            timing.filed("nodes", len(items), time.perf_counter() - started)
+        self._prune_named("nodes", listed, version, cache.node_deleted)
+        self._watch_from("nodes", NODES_PATH, version)
+        timing.step("nodes")
+
+    def _file_others(
+        self, profiles: list[Any], profiles_version: str, catalog_lists: list[tuple[list[Any], str]]
+    ) -> None:
+        cache = self.state.cache
         for raw in profiles:
             self._provisional("profiles", raw, PROFILES_PATH + "/{name}")
             cache.observe_profile(raw)
-        self._prune_named("profiles", profiles, profiles_version, cache.profile_deleted)
+        self._prune_named("profiles", {str((raw.get("metadata") or {}).get("name")) for raw in profiles},
+                          profiles_version, cache.profile_deleted)
         for kind, (items, version) in zip(CATALOG_KINDS, catalog_lists, strict=True):
             item_path = kind.path("{namespace}") + "/{name}"
             for raw in items:
                 self._provisional(kind.plural, raw, item_path, kind.namespaced)
                 self.state.catalog.observe(kind, raw)
             self.state.catalog.prune(kind, items, version, _gone)
-        if self.state.profiles.uses_metrics:
-            await self.state.node_metrics.poll()
-        listed: set[str] = set()
+
+    async def _file_pods(self, pod_pages: list[Pages], firsts: list[tuple[list[Any], str, bool] | None],
+                         listed: set[str], timing: StartupTiming, what: str) -> list[str]:
+        """File each listing's pages (`firsts`: its first page, when already taken) and add what
+        they listed to `listed`; returns each listing's resourceVersion."""
+        cache = self.state.cache
         versions: list[str] = []
-        for pages in pod_pages:
+        for pages, first in zip(pod_pages, firsts, strict=True):
             listed_here: set[str] = set()
             version = ""
-            async for items, page_version, restarted in pages:
-                version = page_version  # every page of one listing carries the listing's version
+            page = first if first is not None else await anext(pages, None)
+            while page is not None:
+                items, version, restarted = page  # every page of one listing carries its version
+                started = time.perf_counter()
                 if restarted:  # its continue token expired: only the new listing proves anything gone
                     listed_here.clear()
                 for raw in items:  # the pod watch resumes from this LIST: nothing is provisional
                     cache.observe_pod(raw)
                     listed_here.add(pod_key(raw))
+                timing.filed(what, len(items), time.perf_counter() - started)
+                page = await anext(pages, None)
             listed |= listed_here
             versions.append(version)
-        # the oldest of the LISTs: what is absent from it and not newer is gone
-        pods_version = min(versions, key=lambda v: int(v) if v.isdigit() else -1)
-        self._prune_pods(listed, pods_version)
-        for pages, version in zip(pod_pages, versions, strict=True):
-            self._watch_from("pods", pages.path, version)
+        timing.step(what)
+        return versions
 
     def _watch_from(self, kind: str, path: str, version: str) -> None:
         """Where the informer of `kind` resumes: this LIST's version, unless its watch is ahead."""
@@ -190,9 +304,8 @@ class Resync:
             self.watch_versions[kind][path] = version
 
     def _prune_named(
-        self, kind: str, items: list[Any], list_version: str, deleted: Callable[[Mapping[str, Any]], None]
+        self, kind: str, listed: set[str], list_version: str, deleted: Callable[[Mapping[str, Any]], None]
     ) -> None:
-        listed = {str((raw.get("metadata") or {}).get("name")) for raw in items}
         for name, version in list(self.state.cache.versions[kind].items()):
             if name not in listed and _gone(version, list_version):
                 logger.info("%s %s is gone (no deletion event reached us)", kind[:-1], name)
@@ -285,6 +398,35 @@ class Resync:
             await asyncio.sleep(self.state.options.relist_settle)  # one resync for the kinds listed together
             self.relisted.clear()
             await self.until_done()
+
+    async def until_decidable(self) -> None:
+        """A resync (retried as `until_done`) that goes on in the background once decidable: returns
+        when every node and assigned pod is filed. A resync still running from before is cancelled
+        (this one lists everything again); the running one is in the state's tasks until it ends, so
+        that the operator's stop cancels it."""
+        previous = self._running
+        if previous is not None and not previous.done():
+            previous.cancel()
+            await asyncio.gather(previous, return_exceptions=True)
+        target = self.decidables + 1
+        running = self._running = asyncio.ensure_future(self.until_done())
+        self.state.tasks["resync"] = running
+        running.add_done_callback(self._finished)
+        try:
+            while self.decidables < target and not running.done():
+                decided = asyncio.ensure_future(self.decided.wait())
+                await asyncio.wait([decided, running], return_when=asyncio.FIRST_COMPLETED)
+                decided.cancel()
+        except asyncio.CancelledError:
+            running.cancel()
+            raise
+        if running.done():
+            running.result()  # (until_done retries API errors: anything else is raised here)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A background resync ended: out of the state's tasks, unless it failed (/healthz says so)."""
+        if self.state.tasks.get("resync") is task and (task.cancelled() or task.exception() is None):
+            del self.state.tasks["resync"]
 
     async def until_done(self) -> None:
         delay = self.state.options.initial_backoff

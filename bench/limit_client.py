@@ -1,0 +1,103 @@
+"""The limit row of bench/real_bench.py: a bare client that binds pods and writes one event each,
+with no decisions at all, as fast as the API server takes them.
+
+What a scheduler must do per pod at the least, on the same control plane and the same two cores:
+one POST pods/binding and one events.k8s.io/v1 `Scheduled` event, MAX_IN_FLIGHT calls in flight,
+over Placer's own transport (`placer.controller.kube.KubeClient`, the leanest client here). Its
+start-up is what any scheduler's is at the least too: a LIST of the nodes and of the pending pods
+(from the watch cache, `resourceVersion=0`, as client-go's first LIST), then a watch of the
+namespace's unbound pods for those created later (stream mode). Pods go to the ready,
+schedulable nodes round-robin: the bindings are not valid placements (nothing is checked), so
+bench/real_bench.py does not audit this row; its rate is the ceiling a scheduler's own rate is
+read against ("Placer's rate as a share of the limit").
+
+Run as its own process by bench/real_bench.py (its CPU and RSS are measured as a scheduler's):
+
+    python bench/limit_client.py KUBECONFIG NAMESPACE SCHEDULER_NAME
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from placer.controller.kube import KubeClient
+
+MAX_IN_FLIGHT = 64  # Placer's default binds in flight (Options.max_binds_in_flight) and more
+
+
+def schedulable(node: Mapping[str, Any]) -> bool:
+    """Ready and not cordoned: the least a binding's node should be."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def event(namespace: str, name: str, node: str) -> dict[str, Any]:
+    """The `Scheduled` event a scheduler writes per pod (kube-scheduler's words)."""
+    return {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": f"{name}.{random.getrandbits(64):x}", "namespace": namespace},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "limit-client",
+        "reportingInstance": "limit-client", "action": "Binding", "reason": "Scheduled", "type": "Normal",
+        "note": f"Successfully assigned {namespace}/{name} to {node}",
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name},
+    }
+
+
+async def run(kubeconfig: str, namespace: str, scheduler_name: str) -> None:
+    kube = await KubeClient.connect(kubeconfig, pool_size=MAX_IN_FLIGHT + 8)
+    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    seen: set[str] = set()
+
+    def offer(pod: Mapping[str, Any]) -> None:
+        spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+        name = meta.get("name")
+        if spec.get("schedulerName") == scheduler_name and not spec.get("nodeName") and name not in seen:
+            seen.add(name)
+            queue.put_nowait((name, meta.get("uid") or ""))
+
+    cached = [("resourceVersion", "0")]  # the watch cache, as client-go's first LIST (no etcd scan)
+    nodes, _ = await kube.list_objects("/api/v1/nodes", cached)
+    names: Iterator[str] = itertools.cycle([n["metadata"]["name"] for n in nodes if schedulable(n)])
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    unbound = [("fieldSelector", "spec.nodeName=")]
+    pods, version = await kube.list_objects(path, [*unbound, *cached])
+    for pod in pods:
+        offer(pod)
+
+    async def follow(version: str) -> None:
+        while True:  # the server ends a watch now and then: resume where it ended
+            query = [*unbound, ("resourceVersion", version), ("allowWatchBookmarks", "true")]
+            async for change in kube.watch(path, query, connect_timeout=10, read_timeout=600):
+                obj = change.get("object") or {}
+                version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                if change.get("type") == "ADDED":
+                    offer(obj)
+
+    async def worker() -> None:
+        while True:
+            name, uid = await queue.get()
+            node = next(names)
+            outcome = await kube.bind(namespace, name, uid, node)
+            if outcome.result.value == "bound":
+                await kube.create_event(namespace, event(namespace, name, node))
+
+    await asyncio.gather(follow(version), *(worker() for _ in range(MAX_IN_FLIGHT)))
+
+
+def main() -> int:
+    kubeconfig, namespace, scheduler_name = sys.argv[1:4]
+    os.environ.pop("HTTPS_PROXY", None)
+    asyncio.run(run(kubeconfig, namespace, scheduler_name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
