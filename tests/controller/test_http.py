@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from placer.controller import http_stream
-from placer.controller.http import HttpClient, HttpError, proxy_from_environment
+from placer.controller.http import HttpClient, HttpError
+from placer.controller.proxy_env import proxy_for
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -365,17 +366,14 @@ def test_bad_urls_are_clear_errors() -> None:
         HttpClient("https://127.0.0.1:6443", proxy="socks4://127.0.0.1:1080")
 
 
-def test_the_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
-                 "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    assert proxy_from_environment("https://api.example:6443") is None
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    monkeypatch.setenv("NO_PROXY", "internal.example,10.0.0.1")
-    assert proxy_from_environment("https://api.example:6443") == "http://proxy.example:3128"
-    assert proxy_from_environment("http://api.example:8080") is None  # HTTP_PROXY is not set
-    assert proxy_from_environment("https://kube.internal.example:6443") is None
-    assert proxy_from_environment("https://10.0.0.1:6443") is None
+def test_the_proxy_from_the_environment() -> None:
+    """What the transport is given (`proxy_env.proxy_for`, Go's rules; its table is test_proxy_env.py)."""
+    assert proxy_for("https://api.example:6443", {}) is None
+    environ = {"HTTPS_PROXY": "http://proxy.example:3128", "NO_PROXY": "internal.example,10.0.0.1"}
+    assert proxy_for("https://api.example:6443", environ) == "http://proxy.example:3128"
+    assert proxy_for("http://api.example:8080", environ) is None  # HTTP_PROXY is not set
+    assert proxy_for("https://kube.internal.example:6443", environ) is None
+    assert proxy_for("https://10.0.0.1:6443", environ) is None
 
 
 def test_absolute_form_and_credentials_for_an_http_server_behind_a_proxy() -> None:

@@ -41,8 +41,6 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import Mapping
-from urllib.parse import urlsplit
-from urllib.request import getproxies_environment, proxy_bypass_environment
 
 from python_socks import ProxyError as SocksError
 
@@ -72,7 +70,6 @@ __all__ = [
     "Response",
     "Stream",
     "TlsVerificationError",
-    "proxy_from_environment",
     "redact",
     "tls_context",
 ]
@@ -81,18 +78,6 @@ KEEPALIVE = 15.0  # seconds an idle connection may be reused (aiohttp's default 
 #: seconds to open a connection (TCP, proxy, TLS handshake): client-go's TLSHandshakeTimeout; a
 #: black-holed connection then costs its request 10 s, not the whole request timeout
 CONNECT_TIMEOUT = 10.0
-
-
-def proxy_from_environment(url: str) -> str | None:
-    """The proxy `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` name for `url`, unless `NO_PROXY` exempts it."""
-    proxies = getproxies_environment()
-    if not proxies:
-        return None
-    parts = urlsplit(url)
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or proxy_bypass_environment(parts.hostname or "", proxies):
-        return None
-    return proxy
 
 
 class HttpClient:

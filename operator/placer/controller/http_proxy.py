@@ -26,15 +26,10 @@ from python_socks.async_.asyncio import Proxy as SocksProxy
 
 from placer.controller.http_reply import NotSentError, _Connection
 from placer.controller.http_tls import tls_context
+from placer.controller.proxy_env import SCHEMES as PROXY_SCHEMES
+from placer.controller.proxy_env import redact
 
 MAX_PROXY_REPLY = 64 * 1024  # a proxy's answer to CONNECT longer than this is refused
-PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
-
-
-def redact(url: str) -> str:
-    """`url` with the password of its userinfo replaced by "xxxxx" (as Go's `URL.Redacted`), for
-    messages: works on malformed URLs too, since those are the ones reported."""
-    return re.sub(r"^([^/?#]*//)?([^/?#@]*?):[^/?#@]*@", lambda m: f"{m[1] or ''}{m[2]}:xxxxx@", url)
 
 
 def origin(url: str, what: str, schemes: tuple[str, ...] = ("http", "https")) -> tuple[str, str, int]:

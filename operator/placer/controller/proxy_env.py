@@ -34,7 +34,7 @@ from urllib.parse import unquote
 __all__ = ["CGI_REFUSAL", "ProxyConfig", "ProxyError", "parse_proxy_url", "proxy_for", "redact"]
 
 CGI_REFUSAL = "refusing to use HTTP_PROXY value in CGI environment; see golang.org/s/cgihttpproxy"
-SCHEMES = ("http", "https", "socks5", "socks5h")  # what the transport (`http_proxy.ProxyRoute`) speaks
+SCHEMES = ("http", "https", "socks5", "socks5h")  # the proxies the transport (`http_proxy.ProxyRoute`) speaks
 _PORTS = {"http": "80", "https": "443", "socks5": "1080"}  # Go's portMap
 _HOST_OK = frozenset("!$&'()*+,;=:[]<>\"-_.~")  # besides letters and digits (Go's shouldEscape, host mode)
 _USERINFO_OK = frozenset("-._:~!$&'()*+,;=%@")  # besides letters and digits (Go's validUserinfo)
