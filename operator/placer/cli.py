@@ -147,19 +147,20 @@ def _run(args: argparse.Namespace, gc_paused: bool) -> int:
 
 
 def _load_plugins(command: str) -> bool:
-    """Register the plugins (entry points) before any command; False when Placer is not installed.
+    """Register the plugins (entry points) before a command; False when Placer is not installed.
 
-    A plugin package that cannot be loaded is skipped, told once on stderr here (`placer run` logs
-    it instead), and the command goes on with the other plugins.
+    A plugin package that cannot be loaded is skipped, told once on stderr here, and the command
+    goes on with the other plugins. Not for `placer run`: it imports them (with the engine) while
+    its first LISTs are on their way, and logs what could not be loaded
+    (`placer.controller.main.operate`).
     """
     try:
         from placer import plugins
     except ImportError as error:  # PluginsNotInstalled: run from a source tree, not installed
         print(f"placer {command}: {error}", file=sys.stderr)
         return False
-    if command != "run":
-        for problem in plugins.LOAD_ERRORS:
-            print(f"placer {command}: error: {problem}", file=sys.stderr)
+    for problem in plugins.LOAD_ERRORS:
+        print(f"placer {command}: error: {problem}", file=sys.stderr)
     return True
 
 
@@ -173,15 +174,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if gc_paused:
         gc.disable()
     try:
+        if args.command == "run":
+            return _run(args, gc_paused)
         if not _load_plugins(args.command):
             return 1
         if args.command == "simulate":
             return _simulate(args)
         if args.command == "explain":
             return _explain(args)
-        if args.command == "import-config":
-            return _import_config(args)
-        return _run(args, gc_paused)
+        return _import_config(args)
     finally:
         if gc_paused:
             gc.enable()

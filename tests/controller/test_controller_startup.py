@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from placer.controller.listing import PROFILES_PATH, ResyncLists
 from placer.controller.main import operate
+from placer.engine.kinds import KINDS
 
 from tests.controller.helpers import FakeKube, Launch, OperatorThread, node, operator_options, pod, unit_state, until
 from tests.kubeemu import KubeEmulator
@@ -194,14 +196,11 @@ async def test_scheduling_starts_while_pending_pods_are_still_listed(kube_emulat
     assert min(_binds(emu)) < slow_page - 1.0
 
 
-async def test_the_first_resync_reads_the_watch_cache_and_later_ones_read_consistently() -> None:
-    """`resourceVersion=0` (the API server's watch cache, as client-go's first LIST) for a cold
-    start's LISTs of nodes and assigned pods only (the pending pods come in consistent pages); a
-    new term or a relist must see the latest state."""
+def _recorded_lists() -> tuple[FakeKube, list[tuple[str, dict[str, str]]]]:
+    """A fake API with a node, an assigned and a pending pod, and the LISTs asked of it (path, query)."""
     kube = FakeKube()
     kube.lists["/api/v1/nodes"] = [node("n1")]
     kube.lists["/api/v1/pods"] = [pod("a", node_name="n1", cpu="1", rv=10), pod("b", rv=11)]
-    state = unit_state(kube)
     asked: list[tuple[str, dict[str, str]]] = []
     list_pages = kube.list_pages
 
@@ -210,6 +209,15 @@ async def test_the_first_resync_reads_the_watch_cache_and_later_ones_read_consis
         return list_pages(path, query, limit=limit)
 
     kube.list_pages = recording  # type: ignore[method-assign]
+    return kube, asked
+
+
+async def test_the_first_resync_reads_the_watch_cache_and_later_ones_read_consistently() -> None:
+    """`resourceVersion=0` (the API server's watch cache, as client-go's first LIST) for a cold
+    start's LISTs of nodes and assigned pods only (the pending pods come in consistent pages); a
+    new term or a relist must see the latest state."""
+    kube, asked = _recorded_lists()
+    state = unit_state(kube)
     await state.resync.run()
     first = list(asked)
     assert sorted(path for path, _ in first) == ["/api/v1/nodes", "/api/v1/pods", "/api/v1/pods"]
@@ -219,3 +227,57 @@ async def test_the_first_resync_reads_the_watch_cache_and_later_ones_read_consis
     asked.clear()
     await state.resync.run()
     assert len(asked) == 3 and all("resourceVersion" not in query for _, query in asked)
+
+
+async def test_the_first_resync_takes_over_the_lists_asked_for_before_the_engine_was_imported() -> None:
+    """`operate` asks for the nodes and the pending pods before it imports the engine; the first
+    resync files those answers instead of asking again, and lists afresh when they are stale (a
+    standby replica that becomes leader long after its start)."""
+    kube, asked = _recorded_lists()
+    profile = {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "p", "uid": "u"},
+               "spec": {"schedulerName": "placer"}}
+    kube.lists[PROFILES_PATH] = [profile]
+    state = unit_state(kube)
+    lists = ResyncLists.ask(kube, (), 500, cached=True)
+    others: list[tuple[str, Any]] = []
+    list_objects = kube.list_objects
+
+    async def recording_objects(path: str, query: Any = ()) -> Any:
+        others.append((path, dict(query)))
+        return await list_objects(path, query)
+
+    kube.list_objects = recording_objects  # type: ignore[method-assign]
+    lists.ask_others(kube, [PROFILES_PATH, *(kind.path() for kind in KINDS)], cached=True)
+    state.resync.first_lists = lists
+    await asyncio.sleep(0)  # the LISTs asked for ahead are on their way
+    early, asked_others = list(asked), len(others)
+    assert sorted(path for path, _ in early) == ["/api/v1/nodes", "/api/v1/pods"]
+    assert asked_others == 1 + len(KINDS) and all(query == {"resourceVersion": "0"} for _, query in others)
+    await state.resync.run()
+    assert [query.get("fieldSelector") for _, query in asked[len(early):]] == [
+        "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="]  # only the assigned pods asked for
+    assert [path for path, _ in others[asked_others:] if path != "/api/v1/pods"] == []  # none asked again
+    assert state.cluster.node_count == 1 and "default/a" in state.cluster.pods
+    assert state.profiles.active("placer") is not None
+    assert state.resync.first_lists is None and "default/b" in state.cache.pending_keys()
+
+    stale_state = unit_state(kube)
+    stale = ResyncLists.ask(kube, (), 500, cached=True)
+    stale.asked_at -= ResyncLists.MAX_AGE + 1
+    stale_state.resync.first_lists = stale
+    asked.clear()
+    await stale_state.resync.run()
+    assert sorted(path for path, _ in asked) == ["/api/v1/nodes", "/api/v1/pods", "/api/v1/pods"]  # afresh
+    assert stale_state.cluster.node_count == 1
+
+
+def test_placer_run_asks_for_its_first_lists_before_it_imports_the_engine() -> None:
+    """What `operate` needs before its first LISTs (the client, the options, the listing) imports no
+    numpy, pydantic or plugin: those come in `_import_engine`, while the server answers."""
+    code = ("import sys; import placer.cli, placer.controller.main; "
+            "heavy = sorted(m for m in ('numpy', 'pydantic', 'placer.plugins', 'placer.engine.framework', "
+            "'placer.controller.state') if m in sys.modules); assert not heavy, heavy; "
+            "placer.controller.main._import_engine(); "
+            "assert {'numpy', 'placer.plugins', 'placer.controller.state'} <= set(sys.modules); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

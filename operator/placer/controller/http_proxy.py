@@ -21,9 +21,6 @@ import ssl
 from collections.abc import Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from python_socks import ProxyType
-from python_socks.async_.asyncio import Proxy as SocksProxy
-
 from placer.controller.http_reply import NotSentError, _Connection
 from placer.controller.http_tls import tls_context
 from placer.controller.proxy_env import SCHEMES as PROXY_SCHEMES
@@ -110,6 +107,11 @@ class ProxyRoute:
     async def open(self, loop: asyncio.AbstractEventLoop, conn: _Connection, host: str, port: int) -> None:
         """Connect `conn` to `host`:`port` through the proxy (TLS to the server is the caller's)."""
         if self.socks is not None:
+            # imported here: python-socks' asyncio part costs about 50 ms of every start-up, and
+            # few clusters are reached through a SOCKS proxy
+            from python_socks import ProxyType
+            from python_socks.async_.asyncio import Proxy as SocksProxy
+
             user, password, remote_dns = self.socks
             hop = SocksProxy(ProxyType.SOCKS5, self.host, self.port, user, password, rdns=remote_dns, loop=loop)
             sock = await hop.connect(host, port, timeout=None)  # (the caller's deadline bounds it)

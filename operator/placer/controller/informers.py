@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from placer.controller.kube import ApiError
-from placer.controller.resync import ACTIVE_PODS_SELECTOR
+from placer.controller.listing import ACTIVE_PODS_SELECTOR
 from placer.controller.state import SchedulerState
 
 __all__ = ["Informer", "node_informer", "pod_informer"]

@@ -42,10 +42,10 @@ from placer.controller.kubeconfig import Configuration, connection_info, load_co
 from placer.controller.listing import LIST_PAGE, Pages, list_objects
 from placer.controller.proxy_env import proxy_for
 from placer.controller.retry import ApiError, Attempts, Replay, certificate_error, certificate_failure, write_replay
-from placer.engine.framework import JSON_PATCH as JSON_PATCH_TYPE
-from placer.engine.framework import MERGE_PATCH as MERGE_PATCH_TYPE
-from placer.engine.framework import STRATEGIC_MERGE_PATCH as STRATEGIC_PATCH_TYPE
-from placer.engine.framework import ObjectRef, Write
+from placer.engine.writes import JSON_PATCH as JSON_PATCH_TYPE
+from placer.engine.writes import MERGE_PATCH as MERGE_PATCH_TYPE
+from placer.engine.writes import STRATEGIC_MERGE_PATCH as STRATEGIC_PATCH_TYPE
+from placer.engine.writes import ObjectRef, Write
 
 __all__ = [
     "JSON",

@@ -9,17 +9,39 @@ client's retry policy resends it on connection errors and timeouts (`placer.cont
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from placer.controller.retry import ApiError
 
 if TYPE_CHECKING:
     from placer.controller.kube import Reply
 
-__all__ = ["LIST_PAGE", "Pages", "list_objects"]
+__all__ = [
+    "ACTIVE_PODS_SELECTOR",
+    "ASSIGNED_PODS_SELECTOR",
+    "LIST_PAGE",
+    "NODES_LIST_PAGE",
+    "NODES_PATH",
+    "PENDING_PODS_SELECTOR",
+    "PROFILES_PATH",
+    "Pages",
+    "ResyncLists",
+    "list_objects",
+]
 
 LIST_PAGE = 500
+NODES_PATH = "/api/v1/nodes"
+# nodes per page of the resync's node LIST (its pages are filed while the server prepares the next)
+NODES_LIST_PAGE = 500
+# as kube-scheduler's informer: terminal pods hold no resources and are never scheduled
+ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# the resync's two pod LISTs: the assigned pods (what a decision must know) and the pending ones
+ASSIGNED_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName!="
+PENDING_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName="
+PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
 
 Request = Callable[..., Awaitable["Reply"]]
 
@@ -99,3 +121,66 @@ async def list_objects(request: Request, path: str, query: Sequence[tuple[str, s
         token = meta.get("continue") or ""
         if not token:
             return items, str(meta.get("resourceVersion") or "")
+
+
+class Lister(Protocol):
+    def list_pages(self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE) -> Pages: ...
+
+    async def list_objects(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]: ...
+
+
+@dataclass(slots=True)
+class ResyncLists:
+    """A resync's two big LISTs, asked for at once: the nodes, and the pending pods (a listing per
+    namespace watched, or one of every namespace). Their first pages are on their way when this
+    is made (`Pages` asks at once). `others`: the small LISTs (profiles, catalog kinds) asked for
+    ahead (`ask_others`), by path.
+
+    `placer run` makes its first resync's before it imports the engine (about half a second of
+    CPU at a cold start), and asks for the others as soon as the catalog's kinds are imported:
+    the API server prepares them meanwhile (`placer.controller.main.operate`). The resync takes
+    them over only while they are fresh (`MAX_AGE`): a standby replica that becomes leader later
+    lists afresh."""
+
+    nodes: Pages
+    pending: list[Pages]
+    asked_at: float
+    others: dict[str, asyncio.Future[tuple[list[Any], str]]] = field(default_factory=dict)
+
+    MAX_AGE = 10.0  # seconds
+
+    @classmethod
+    def ask(cls, client: Lister, namespaces: Sequence[str], page: int, *, cached: bool) -> ResyncLists:
+        """`cached`: the nodes from the watch cache (`resourceVersion=0`), as a process's first
+        resync reads them (`placer.controller.resync`); the pending pods are consistent pages."""
+        paths = [f"/api/v1/namespaces/{namespace}/pods" for namespace in namespaces] or ["/api/v1/pods"]
+        query = [("resourceVersion", "0")] if cached else []
+        return cls(
+            nodes=client.list_pages(NODES_PATH, query, limit=max(page, NODES_LIST_PAGE)),
+            pending=[client.list_pages(path, [("fieldSelector", PENDING_PODS_SELECTOR)], limit=page) for path in paths],
+            asked_at=time.monotonic(),
+        )
+
+    def ask_others(self, client: Lister, paths: Sequence[str], *, cached: bool) -> None:
+        """Every item of each collection in `paths`, asked for now (`take`n by the resync)."""
+        query = [("resourceVersion", "0")] if cached else []
+        for path in paths:
+            self.others.setdefault(path, asyncio.ensure_future(client.list_objects(path, query)))
+
+    def take(self, path: str) -> asyncio.Future[tuple[list[Any], str]] | None:
+        """The LIST of `path` asked for ahead, if it was."""
+        return self.others.pop(path, None)
+
+    def fresh(self) -> bool:
+        return time.monotonic() - self.asked_at <= self.MAX_AGE
+
+    def close(self) -> None:
+        """Abandon what is still in flight, and what was not taken (its failure is no one's to report)."""
+        for pages in (self.nodes, *self.pending):
+            pages.close()
+        others, self.others = self.others, {}
+        for listing in others.values():
+            if not listing.done():
+                listing.cancel()
+            elif not listing.cancelled():
+                listing.exception()

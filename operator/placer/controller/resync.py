@@ -22,12 +22,15 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placer.controller.cache import older
 from placer.controller.kube import ApiError, Pages
+from placer.controller.listing import ASSIGNED_PODS_SELECTOR, NODES_PATH, PROFILES_PATH, ResyncLists
 from placer.controller.signals import Signal
 from placer.engine.catalog import Kind
 from placer.engine.kinds import KINDS as CATALOG_KINDS
@@ -36,19 +39,10 @@ from placer.engine.objects import pod_key
 if TYPE_CHECKING:
     from placer.controller.state import SchedulerState
 
-__all__ = ["ACTIVE_PODS_SELECTOR", "KOPF_KINDS", "PROFILES_PATH", "Resync"]
+__all__ = ["KOPF_KINDS", "PROFILES_PATH", "Resync"]
 
 logger = logging.getLogger("placer.resync")
 
-# as kube-scheduler's informer: terminal pods hold no resources and are never scheduled
-ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-# the resync's two pod LISTs: the assigned pods (what a decision must know) and the pending ones
-ASSIGNED_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName!="
-PENDING_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName="
-PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
-NODES_PATH = "/api/v1/nodes"
-# nodes per page of the resync's node LIST (its pages are filed while the server prepares the next)
-NODES_LIST_PAGE = 500
 # the kinds Kopf watches (pods and nodes come through `placer.controller.informers`)
 KOPF_KINDS = ("profiles", *(kind.plural for kind in CATALOG_KINDS))
 # Kopf delivers a listing in one burst; a listing event this long after the previous one of its
@@ -77,6 +71,7 @@ class StartupTiming:
         self.first = first
         self.started = time.perf_counter()
         self.cpu = time.process_time()
+        self.age = process_age() if first else None
         self.items: dict[str, int] = {}
         self.filing: dict[str, float] = {}
         self.steps: list[str] = []
@@ -92,8 +87,20 @@ class StartupTiming:
         self.steps.append(done)
 
     def report(self, what: str = "done") -> None:
-        logger.log(logging.INFO if self.first else logging.DEBUG, "%s LISTs %s: %s",
-                   "start-up" if self.first else "resync", what, "; ".join(self.steps))
+        began = "" if self.age is None else (
+            f" (the resync began {self.age:.2f} s after the process started, its CPU {self.cpu:.2f} s by then)")
+        logger.log(logging.INFO if self.first else logging.DEBUG, "%s LISTs %s: %s%s",
+                   "start-up" if self.first else "resync", what, "; ".join(self.steps), began)
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux's /proc, to its 10 ms clock ticks); None elsewhere."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(uptime - ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
 class Resync:
@@ -118,6 +125,9 @@ class Resync:
         self._running: asyncio.Task[None] | None = None
         # where the watches of `placer.controller.informers` resume: kind -> listed path -> version
         self.watch_versions: dict[str, dict[str, str]] = {"pods": {}, "nodes": {}}
+        # the first resync's node and pending pods LISTs, asked for before the engine was imported
+        # (`placer.controller.main.operate`); taken over by the first resync while fresh
+        self.first_lists: ResyncLists | None = None
         # per Kopf kind: what files an object (added, changed, listed) and what removes one
         cache, catalog = state.cache, state.catalog
         self._feeds: dict[str, tuple[Callable[[Mapping[str, Any]], None], Callable[[Mapping[str, Any]], None]]] = {
@@ -177,29 +187,34 @@ class Resync:
         filed is counted when its node comes. The first resync reads the watch cache (`_apply`).
         """
         assert self.state.kube is not None
-        kube, page = self.state.kube, self.state.options.pods_list_page
-        pod_paths = [f"/api/v1/namespaces/{ns}/pods" for ns in self.state.options.namespaces] or ["/api/v1/pods"]
-        timing = StartupTiming(self.resyncs_done == 0)
-        cached = [("resourceVersion", "0")] * (self.resyncs_done == 0)
-        node_pages = kube.list_pages(NODES_PATH, cached, limit=max(page, NODES_LIST_PAGE))
-        pending = [kube.list_pages(path, [("fieldSelector", PENDING_PODS_SELECTOR)], limit=page) for path in pod_paths]
+        first = self.resyncs_done == 0
+        timing = StartupTiming(first)
+        cached = [("resourceVersion", "0")] * first
+        lists, self.first_lists = self.first_lists, None
+        if lists is not None and not (first and lists.fresh()):
+            lists.close()  # asked for too long ago (a standby become leader): listed afresh
+            lists = None
+        if lists is None:
+            options = self.state.options
+            lists = ResyncLists.ask(self.state.kube, options.namespaces, options.pods_list_page, cached=first)
         assigned: list[Pages] = []
         try:
-            await self._apply(node_pages, pending, assigned, timing, cached)
+            await self._apply(lists, assigned, timing, cached)
         finally:
-            for pages in (node_pages, *pending, *assigned):
+            lists.close()
+            for pages in assigned:
                 pages.close()
         timing.report()
         self.resyncs_done += 1
         self.resynced.fire()
 
-    async def _apply(self, node_pages: Pages, pending: list[Pages], assigned: list[Pages],
-                     timing: StartupTiming, cached: list[tuple[str, str]]) -> None:
+    async def _apply(self, lists: ResyncLists, assigned: list[Pages], timing: StartupTiming,
+                     cached: list[tuple[str, str]]) -> None:
         """`run`'s LISTs filed: the profiles and catalog kinds, the nodes' and assigned pods' pages
         as they come (decidable then), then the pending pods'. `assigned` is filled here, once the
         pending LISTs' snapshots are taken. `cached`: `resourceVersion=0`, the API server's
-        watch cache, for the nodes and assigned pods of a process's first resync (as client-go's
-        reflector lists first): a consistent LIST goes to etcd unless etcd reports watch progress
+        watch cache, for the nodes, assigned pods, profiles and catalog kinds of a process's first
+        resync (as client-go's reflector lists first): a consistent LIST goes to etcd unless etcd reports watch progress
         (3.4.31+, 3.5.13+), every pod decoded there and scanned for the field selector, at 30,000
         pods seconds of the server's CPU; the cache may lag by its watch's delay (so may the
         assigned snapshot behind the pending one), as kube-scheduler's informers do. The cache
@@ -209,8 +224,9 @@ class Resync:
         assert self.state.kube is not None
         kube = self.state.kube
         others = asyncio.ensure_future(asyncio.gather(
-            self._list_profiles(), *(self._list_kind(kind) for kind in CATALOG_KINDS)))
-        nodes = asyncio.ensure_future(self._file_nodes(node_pages, timing))
+            self._list_profiles(lists, cached), *(self._list_kind(kind, lists, cached) for kind in CATALOG_KINDS)))
+        nodes = asyncio.ensure_future(self._file_nodes(lists.nodes, timing))
+        pending = lists.pending
         try:
             firsts = [await anext(pages) for pages in pending]  # the pending snapshots come first
             assigned.extend(kube.list_pages(pages.path, [("fieldSelector", ASSIGNED_PODS_SELECTOR), *cached],
@@ -367,12 +383,12 @@ class Resync:
             with contextlib.suppress(ApiError):
                 await self.verify_provisional()
 
-    async def _list_kind(self, kind: Kind) -> tuple[list[Any], str]:
-        """A catalog kind's LIST; a kind the API server does not serve (an older release: 404) is
-        simply absent."""
+    async def _list_kind(self, kind: Kind, lists: ResyncLists, cached: list[tuple[str, str]]) -> tuple[list[Any], str]:
+        """A catalog kind's LIST (asked for ahead, or now); a kind the API server does not serve (an
+        older release: 404) is simply absent."""
         assert self.state.kube is not None
         try:
-            listed = await self.state.kube.list_objects(kind.path())
+            listed = await (lists.take(kind.path()) or self.state.kube.list_objects(kind.path(), cached))
         except ApiError as error:
             if error.status == 404:
                 self.state.catalog.served(kind, False)
@@ -381,10 +397,10 @@ class Resync:
         self.state.catalog.served(kind, True)
         return listed
 
-    async def _list_profiles(self) -> tuple[list[Any], str]:
+    async def _list_profiles(self, lists: ResyncLists, cached: list[tuple[str, str]]) -> tuple[list[Any], str]:
         assert self.state.kube is not None
         try:
-            return await self.state.kube.list_objects(PROFILES_PATH)
+            return await (lists.take(PROFILES_PATH) or self.state.kube.list_objects(PROFILES_PATH, cached))
         except ApiError as error:
             if error.status == 404:
                 logger.warning("the SchedulerProfile CRD is not installed (kubectl apply -f crds/)")

@@ -30,10 +30,10 @@ import ssl
 from typing import TYPE_CHECKING
 
 from placer.controller.http import BodyTooLargeError, NotSentError, TlsVerificationError
-from placer.engine.framework import MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from placer.engine.writes import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 
 if TYPE_CHECKING:
-    from placer.engine.framework import Write
+    from placer.engine.writes import Write
 
 __all__ = [
     "MAX_RETRY_AFTER",
