@@ -7,21 +7,24 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 STAMP := $(VENV)/.installed
-# the example plugin package (examples/plugins/): installed beside Placer, its tests run with the suite
+# the example plugin package (examples/plugins/): installed beside Placer, its tests run with the suite;
+# installed as a user would (not editable: setuptools' editable install of a single module is an import
+# hook that every `python` of the venv loads, about 30 ms of each `placer run`'s start), so again
+# whenever its module changes
 PLUGIN_EXAMPLE := examples/plugins/annotation-score
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real bench-first-binding check-real
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real bench-first-binding bench-pipeline check-real
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml $(PLUGIN_EXAMPLE)/pyproject.toml
+$(STAMP): pyproject.toml $(PLUGIN_EXAMPLE)/pyproject.toml $(PLUGIN_EXAMPLE)/placer_annotation_score.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e '.[test]'
-	$(PIP) install --quiet -e $(PLUGIN_EXAMPLE)
+	$(PIP) install --quiet $(PLUGIN_EXAMPLE)
 	@touch $@
 
 install: $(STAMP) ## create .venv and install Placer with its test tools
@@ -106,6 +109,11 @@ bench-real: install ## Placer vs kube-scheduler vs the limit row (a bare bind-an
 bench-first-binding: install ## the first binding after a cold start at 15,000 nodes / 30,000 pending pods, kube-scheduler and Placer started in turn on one plane, 5 rounds
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	$(PY) bench/first_binding.py --kube-bin $(KUBE_BIN) --rounds 5 --json bench/results/first-binding-$(REAL_VERSION).json
+
+bench-pipeline: install ## the three-process prototype (bench/pipeline_prototype.py: reading, deciding, writing apart) beside Placer, kube-scheduler and the limit row at 1,000/5,000, each stage's CPU per pod, medians of 3
+	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
+	$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes 1000 --pods 5000 --mode backlog --prototype \
+		--runs $(REAL_RUNS) --json bench/results/real-$(REAL_VERSION)-1000-5000-backlog-prototype.json
 
 check-real: install ## the operator's scenarios on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): binding, events, gates, pod-level resources, resize, preemption, DRA...
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/versions.md)"; exit 2; }

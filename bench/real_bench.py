@@ -60,11 +60,17 @@ the API server's and etcd's shares include creating the pods (the same for both 
 The CPU at the last binding is read as the watch sees it (when not every pod was bound, at a
 binding no more than 50 ms before the last one). The table gives medians of the runs.
 
+`--prototype` adds a row for bench/pipeline_prototype.py (issue 25's design for bigger machines:
+reading, deciding and writing in three processes). Its CPU and peak RSS are its process tree's;
+each stage's CPU per bound pod after its start-up, split by step, is read from the
+`pipeline-stage` lines the stages print when stopped, and goes into the JSON (`stages`).
+
 Needs the binaries of `../shared/realcluster/build.sh` and etcd (`realcluster.sh` installs
 Debian's); never part of `make test` or CI.
 
     python bench/real_bench.py [--kube-bin DIR] [--nodes 1000] [--pods 5000] [--mode backlog|stream]
-        [--runs 3] [--workload plain|relations|antiaffinity|spread|preferred|devices] [--json FILE]
+        [--runs 3] [--workload plain|relations|antiaffinity|spread|preferred|devices] [--prototype]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -111,6 +117,7 @@ NAMESPACE = "bench"
 KUBE_SCHEDULER_NAME = "kube-bench"
 PLACER_NAME = "placer"
 LIMIT_NAME = "limit-client"  # bench/limit_client.py's pods
+PIPELINE_NAME = "pipeline-prototype"  # bench/pipeline_prototype.py's pods (`--prototype`)
 TARGET_RATIO = 2.0
 TARGET_LIMIT_SHARE = 0.8  # Placer's rate as a share of the limit row's
 METRICS_PORT = 10259  # kube-scheduler's secure port (its /metrics, scraped at the end of a run)
@@ -445,13 +452,30 @@ def pod_calls(pods: list[Obj], scheduler_name: str) -> list[tuple[str, str, Any,
     return calls
 
 
+def process_tree(pid: int) -> list[int]:
+    """A process and its descendants (bench/pipeline_prototype.py's stages are children)."""
+    tree, index = [pid], 0
+    while index < len(tree):
+        with contextlib.suppress(OSError):
+            tree.extend(int(child) for child in
+                        Path(f"/proc/{tree[index]}/task/{tree[index]}/children").read_text().split())
+        index += 1
+    return tree
+
+
 def cpu_seconds(pid: int) -> float:
-    """A process's CPU time so far (utime + stime in /proc/PID/stat), NaN once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """A process's CPU time so far with its living descendants' (utime + stime in /proc/PID/stat),
+    NaN once it is gone."""
+    total = 0.0
+    for number, member in enumerate(process_tree(pid)):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            if number == 0:
+                return float("nan")
+            continue
+        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
 
 
 class CpuMeter:
@@ -561,11 +585,32 @@ async def count_bindings(api: Api, watch: Watch, deadline: float) -> None:
 
 
 def peak_rss_mb(pid: int) -> float:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    """The process's peak RSS (VmHWM), plus its living descendants' (an upper bound of the tree's)."""
+    total = float("nan")
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total = (0.0 if math.isnan(total) else total) + int(line.split()[1]) / 1024
+    return total
+
+
+def pipeline_stages(log: Path, bound: int) -> dict[str, dict[str, Any]]:
+    """bench/pipeline_prototype.py's `pipeline-stage` lines: each stage's CPU ms per bound pod
+    after its start-up, split by step, with its start-up CPU and peak RSS."""
+    stages: dict[str, dict[str, Any]] = {}
+    if not log.exists() or not bound:
+        return stages
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("pipeline-stage "):
+            stage = json.loads(line.removeprefix("pipeline-stage "))
+            stages[stage["stage"]] = {
+                "cpu_ms_per_pod": (stage["last_cpu_s"] - stage["startup_cpu_s"]) * 1000 / bound,
+                "startup_cpu_s": stage["startup_cpu_s"], "items": stage["items"],
+                "peak_rss_mb": stage["peak_rss_mb"],
+                "steps_ms_per_pod": {step: seconds * 1000 / bound for step, seconds in stage["steps"].items()},
+            }
+    return stages
 
 
 def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path) -> subprocess.Popen[bytes]:
@@ -592,6 +637,10 @@ def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path)
     elif which == "limit":
         command = [sys.executable, str(ROOT / "bench" / "limit_client.py"), str(kubeconfig), NAMESPACE, LIMIT_NAME]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    elif which == "pipeline":
+        command = [sys.executable, str(ROOT / "bench" / "pipeline_prototype.py"), str(kubeconfig), NAMESPACE,
+                   PIPELINE_NAME]
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     else:
         command = [str(ROOT / ".venv" / "bin" / "placer"), "run", "--no-leader-elect", "--metrics-port", "0"]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": "default"}
@@ -613,7 +662,8 @@ def start_profiler(pid: int, folder: Path, which: str) -> subprocess.Popen[bytes
     """py-spy attached to the scheduler (`--profile DIR`): collapsed stacks, idle frames left out."""
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{which}-{int(time.time())}.txt"
-    return subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "100", "--format", "raw",
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))  # PATH, else beside python
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "100", "--format", "raw",
                              "--output", str(out), "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -694,7 +744,8 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
                 kubeconfig = control_plane_up(kube_bin, state)
                 await populate(api, nodes, kubeconfig, objects)
             meter = CpuMeter({"apiserver": _pid_file(state, "apiserver"), "etcd": _pid_file(state, "etcd")})
-            name = {"kube-scheduler": KUBE_SCHEDULER_NAME, "limit": LIMIT_NAME}.get(which, PLACER_NAME)
+            name = {"kube-scheduler": KUBE_SCHEDULER_NAME, "limit": LIMIT_NAME,
+                    "pipeline": PIPELINE_NAME}.get(which, PLACER_NAME)
             calls = pod_calls(pods, name)
             watch = Watch(len(pods), meter)
             deadline = time.time() + timeout
@@ -747,6 +798,7 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
             if profile_to is not None and (workdir / f"{which}.log").exists():
                 shutil.copy(workdir / f"{which}.log", profile_to / f"{which}-{int(time.time())}.log")
         bound_at = watch.bound_at
+        stages = pipeline_stages(workdir / f"{which}.log", len(bound_at)) if which == "pipeline" else {}
         if not bound_at:
             log_file = workdir / f"{which}.log"
             log = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
@@ -771,6 +823,8 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
     }
     if metrics:
         outcome["kube_scheduler_metrics"] = metrics
+    if stages:
+        outcome["stages"] = stages
     return outcome
 
 
@@ -792,6 +846,14 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
     row["all_runs_pods_per_s"] = [round(r["pods_per_s"], 1) for r in runs]
     if "kube_scheduler_metrics" in runs[-1]:
         row["kube_scheduler_metrics"] = runs[-1]["kube_scheduler_metrics"]
+    if "stages" in runs[-1]:  # the prototype's stages: each figure the median over the runs
+        row["stages"] = {
+            stage: {"cpu_ms_per_pod": _median([r["stages"].get(stage, {}).get("cpu_ms_per_pod", math.nan)
+                                               for r in runs]),
+                    "steps_ms_per_pod": {step: _median([r["stages"].get(stage, {}).get("steps_ms_per_pod", {})
+                                                        .get(step, math.nan) for r in runs])
+                                         for step in values["steps_ms_per_pod"]}}
+            for stage, values in runs[-1]["stages"].items()}
     return row
 
 
@@ -833,7 +895,11 @@ def main() -> int:
                         help="the pods' constraints (the module's docstring); `devices` needs Kubernetes v1.34+")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--only", choices=("kube-scheduler", "placer", "limit"), help="run one scheduler only")
+    parser.add_argument("--only", choices=("kube-scheduler", "placer", "limit", "pipeline"),
+                        help="run one scheduler only")
+    parser.add_argument("--prototype", action="store_true",
+                        help="add bench/pipeline_prototype.py's row (the decision, the reading and the writing "
+                        "in three processes): each stage's CPU per pod")
     parser.add_argument("--no-limit", action="store_true", help="leave out the limit row (bench/limit_client.py)")
     parser.add_argument("--reuse-plane", action="store_true",
                         help="one control plane for every run, its namespace emptied between runs (saves "
@@ -860,7 +926,8 @@ def main() -> int:
     # install under PYTHONDONTWRITEBYTECODE would otherwise compile them again at every start
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "operator" / "placer")], check=True)
     lock = hold_lock()  # noqa: F841 - held until the process ends
-    schedulers = [args.only] if args.only else [*([] if args.no_limit else ["limit"]), "kube-scheduler", "placer"]
+    schedulers = [args.only] if args.only else [*([] if args.no_limit else ["limit"]), "kube-scheduler", "placer",
+                                                 *(["pipeline"] if args.prototype else [])]
     results: dict[str, list[dict[str, Any]]] = {which: [] for which in schedulers}
     rate = args.rate if args.mode == "stream" else 0.0
     with tempfile.TemporaryDirectory(prefix="real-bench-plane-") as folder:
@@ -921,6 +988,10 @@ def report_run(run: int, which: str, outcome: dict[str, Any], pods: int, stream:
           flush=True)
     if "kube_scheduler_metrics" in outcome:
         print(f"  kube-scheduler's mean ms: {extension_points(outcome['kube_scheduler_metrics'])}", flush=True)
+    for stage, values in outcome.get("stages", {}).items():
+        steps = ", ".join(f"{step} {ms:.3f}" for step, ms in values["steps_ms_per_pod"].items())
+        print(f"  {stage}: {values['cpu_ms_per_pod']:.3f} CPU ms per pod after a start-up of "
+              f"{values['startup_cpu_s']:.2f} s ({steps}); peak RSS {values['peak_rss_mb']:.0f} MB", flush=True)
     if outcome["watch_restarts"]:
         print(f"  the API server closed the bindings' watch {outcome['watch_restarts']} time(s) (resumed; "
               f"{outcome['watch_relists']} by a fresh list)", flush=True)
