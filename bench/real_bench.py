@@ -121,6 +121,7 @@ PIPELINE_NAME = "pipeline-prototype"  # bench/pipeline_prototype.py's pods (`--p
 TARGET_RATIO = 2.0
 TARGET_LIMIT_SHARE = 0.8  # Placer's rate as a share of the limit row's
 METRICS_PORT = 10259  # kube-scheduler's secure port (its /metrics, scraped at the end of a run)
+PLACER_METRICS_PORT = 10261  # Placer's /metrics (its attempts by result, scraped at the end of a run)
 # kube-scheduler's histograms in the JSON: per label set, observations and mean ms
 SCHEDULER_METRICS = ("scheduler_framework_extension_point_duration_seconds",
                      "scheduler_scheduling_attempt_duration_seconds",
@@ -642,7 +643,8 @@ def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path)
                    PIPELINE_NAME]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     else:
-        command = [str(ROOT / ".venv" / "bin" / "placer"), "run", "--no-leader-elect", "--metrics-port", "0"]
+        command = [str(ROOT / ".venv" / "bin" / "placer"), "run", "--no-leader-elect", "--metrics-port",
+                   str(PLACER_METRICS_PORT)]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": "default"}
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -655,6 +657,26 @@ async def scrape_metrics(api: Api) -> dict[str, list[dict[str, Any]]]:
             if response.status == 200:
                 return histograms(await response.text())
             print(f"  kube-scheduler /metrics: HTTP {response.status}", flush=True)
+    return {}
+
+
+def attempts_by_result(text: str) -> dict[str, float]:
+    """Placer's scheduling attempts by result (`placer_schedule_attempts_total`, every profile) in
+    a /metrics page: more attempts than pods means some were retried."""
+    attempts: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("placer_schedule_attempts_total{"):
+            result = _labels(line[line.index("{") + 1:line.index("}")]).get("result", "?")
+            attempts[result] = attempts.get(result, 0.0) + float(line.rsplit(" ", 1)[1])
+    return attempts
+
+
+async def placer_attempts(api: Api) -> dict[str, float]:
+    """`attempts_by_result` of Placer's /metrics; empty if it does not answer."""
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+        async with api.session.get(f"http://127.0.0.1:{PLACER_METRICS_PORT}/metrics",
+                                   timeout=aiohttp.ClientTimeout(total=20)) as response:
+            return attempts_by_result(await response.text())
     return {}
 
 
@@ -736,6 +758,7 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
         api = Api()
         process = None
         metrics: dict[str, list[dict[str, Any]]] = {}
+        attempts: dict[str, float] = {}
         created: dict[str, float] = {}
         try:
             if plane is not None:
@@ -775,6 +798,7 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
             rss = peak_rss_mb(process.pid)
             if which == "kube-scheduler":
                 metrics = await scrape_metrics(api)
+            attempts = await placer_attempts(api) if which == "placer" else {}
             bound_pods = (await api.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
             node_objs = (await api.call("GET", "/api/v1/nodes"))["items"]
             pending_why: Counter[str] = Counter()
@@ -825,6 +849,8 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
         outcome["kube_scheduler_metrics"] = metrics
     if stages:
         outcome["stages"] = stages
+    if attempts:
+        outcome["placer_attempts"] = attempts
     return outcome
 
 
@@ -988,6 +1014,9 @@ def report_run(run: int, which: str, outcome: dict[str, Any], pods: int, stream:
           flush=True)
     if "kube_scheduler_metrics" in outcome:
         print(f"  kube-scheduler's mean ms: {extension_points(outcome['kube_scheduler_metrics'])}", flush=True)
+    if outcome.get("placer_attempts"):
+        print("  Placer's scheduling attempts: " + ", ".join(
+            f"{result} {count:.0f}" for result, count in sorted(outcome["placer_attempts"].items())), flush=True)
     for stage, values in outcome.get("stages", {}).items():
         steps = ", ".join(f"{step} {ms:.3f}" for step, ms in values["steps_ms_per_pod"].items())
         print(f"  {stage}: {values['cpu_ms_per_pod']:.3f} CPU ms per pod after a start-up of "

@@ -342,6 +342,18 @@ def test_kube_schedulers_histograms_from_its_metrics() -> None:
     assert real_bench.extension_points(found) == "Filter 1.40, Score 1.00, attempt (scheduled) 2.66"
 
 
+def test_placers_attempts_by_result_from_its_metrics() -> None:
+    page = "\n".join([
+        "# TYPE placer_schedule_attempts_total counter",
+        'placer_schedule_attempts_total{profile="bench",result="scheduled"} 5000',
+        'placer_schedule_attempts_total{profile="bench",result="unschedulable"} 12',
+        'placer_schedule_attempts_total{profile="other",result="scheduled"} 3',
+        'placer_bindings_total{profile="bench"} 5000',
+    ])
+    assert real_bench.attempts_by_result(page) == {"scheduled": 5003.0, "unschedulable": 12.0}
+    assert real_bench.attempts_by_result("") == {}
+
+
 @pytest.mark.skipif(shutil.which("flock") is None, reason="util-linux flock(1) not installed")
 @pytest.mark.parametrize("wrapper", [["flock"], ["flock", "-o"], []])
 def test_lock_taken_or_inherited(tmp_path: Path, wrapper: list[str]) -> None:

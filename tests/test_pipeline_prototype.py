@@ -112,3 +112,4 @@ def test_cpu_and_rss_count_a_process_tree() -> None:
         for pid in real_bench.process_tree(parent.pid)[::-1]:
             os.kill(pid, signal.SIGKILL)
         parent.wait(10)
+

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from placer.controller.kube import ApiError
 from placer.controller.listing import PROFILES_PATH, ResyncLists
 from placer.controller.main import operate
 from placer.engine.kinds import KINDS
@@ -281,3 +282,42 @@ def test_placer_run_asks_for_its_first_lists_before_it_imports_the_engine() -> N
             "assert {'numpy', 'placer.plugins', 'placer.controller.state'} <= set(sys.modules); print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+async def test_the_small_lists_asked_ahead_share_a_few_connections() -> None:
+    """The profiles' and catalog kinds' LISTs asked for ahead go `LANES` at a time (each lane one
+    connection, no TLS handshake per LIST); a failure is the resync's to see; `close` abandons the rest."""
+    in_flight, most, release = 0, 0, asyncio.Event()
+
+    class Slow(FakeKube):
+        async def list_objects(self, path: str, query: Any = ()) -> Any:
+            nonlocal in_flight, most
+            if path.startswith("/api/"):  # the nodes' and pending pods' LISTs
+                return [], "7"
+            in_flight += 1
+            most = max(most, in_flight)
+            await release.wait()
+            in_flight -= 1
+            if path == "/broken":
+                raise ApiError(500, "GET /broken: boom")
+            return [{"metadata": {"name": path}}], "7"
+
+    kube = Slow()
+    lists = ResyncLists.ask(kube, (), 500, cached=True)
+    paths = [f"/kind-{index}" for index in range(5)] + ["/broken"]
+    lists.ask_others(kube, paths, cached=True)
+    await asyncio.sleep(0.01)
+    assert in_flight == ResyncLists.LANES
+    release.set()
+    assert await lists.take("/kind-3") == ([{"metadata": {"name": "/kind-3"}}], "7")
+    broken = lists.take("/broken")
+    assert broken is not None
+    try:
+        await broken
+    except ApiError as error:
+        assert error.status == 500
+    else:
+        raise AssertionError("the failure was not handed over")
+    assert most == ResyncLists.LANES
+    lists.close()
+    assert lists.others == {}

@@ -146,8 +146,10 @@ class ResyncLists:
     pending: list[Pages]
     asked_at: float
     others: dict[str, asyncio.Future[tuple[list[Any], str]]] = field(default_factory=dict)
+    _lanes: list[asyncio.Task[None]] = field(default_factory=list)
 
     MAX_AGE = 10.0  # seconds
+    LANES = 2  # the small LISTs asked for ahead go one after another on this many connections
 
     @classmethod
     def ask(cls, client: Lister, namespaces: Sequence[str], page: int, *, cached: bool) -> ResyncLists:
@@ -162,10 +164,31 @@ class ResyncLists:
         )
 
     def ask_others(self, client: Lister, paths: Sequence[str], *, cached: bool) -> None:
-        """Every item of each collection in `paths`, asked for now (`take`n by the resync)."""
+        """Every item of each collection in `paths`, asked for now (`take`n by the resync), `LANES`
+        at a time: a few connections kept busy cost less than a TLS handshake per small LIST, and
+        they are asked for while the engine imports, with time to spare."""
         query = [("resourceVersion", "0")] if cached else []
-        for path in paths:
-            self.others.setdefault(path, asyncio.ensure_future(client.list_objects(path, query)))
+        wanted = [path for path in dict.fromkeys(paths) if path not in self.others]
+        loop = asyncio.get_running_loop()
+        futures = {path: loop.create_future() for path in wanted}
+        self.others.update(futures)
+
+        async def lane(paths: Sequence[str]) -> None:
+            for path in paths:
+                future = futures[path]
+                if future.done():  # abandoned (`close`)
+                    continue
+                try:
+                    listed = await client.list_objects(path, query)
+                except Exception as error:  # the resync's to handle, as if it had asked itself
+                    if not future.done():
+                        future.set_exception(error)
+                else:
+                    if not future.done():
+                        future.set_result(listed)
+
+        lanes = min(self.LANES, len(wanted))
+        self._lanes.extend(asyncio.ensure_future(lane(wanted[index::lanes])) for index in range(lanes))
 
     def take(self, path: str) -> asyncio.Future[tuple[list[Any], str]] | None:
         """The LIST of `path` asked for ahead, if it was."""
@@ -178,6 +201,8 @@ class ResyncLists:
         """Abandon what is still in flight, and what was not taken (its failure is no one's to report)."""
         for pages in (self.nodes, *self.pending):
             pages.close()
+        for task in self._lanes:
+            task.cancel()
         others, self.others = self.others, {}
         for listing in others.values():
             if not listing.done():
