@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from placer.controller.kube import KubeClient
-from placer.controller.reporting import _event_name, _micro_time, _reference
+from placer.controller.reporting import scheduled_event
 from placer.engine.cluster import ClusterState
 from placer.engine.objects import PodInfo, PodSource, parse_node, parse_pod
 from placer.engine.profile import compile_profile
@@ -195,19 +195,6 @@ def reader(conn: Connection, kubeconfig: str, namespace: str, scheduler_name: st
 
 # --- the writer -------------------------------------------------------------------------------
 
-def scheduled_event(namespace: str, name: str, uid: str, version: str, node: str, instance: str) -> dict[str, Any]:
-    """Placer's `Scheduled` event (placer.controller.reporting), field for field."""
-    now = time.time_ns()
-    pod = PodInfo(namespace=namespace, name=name, uid=uid, resource_version=version)
-    return {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event",
-        "metadata": {"name": _event_name(name, now), "namespace": namespace},
-        "eventTime": _micro_time(now), "reportingController": "placer", "reportingInstance": instance,
-        "action": "Binding", "reason": "Scheduled", "note": f"Successfully assigned {namespace}/{name} to {node}",
-        "type": "Normal", "regarding": _reference(pod),
-    }
-
-
 async def _write(conn: Connection, results: Connection, kubeconfig: str, instance: str, stage: Stage) -> None:
     kube = await KubeClient.connect(kubeconfig, pool_size=MAX_IN_FLIGHT + 8)
     await kube.request("GET", "/version")
@@ -233,7 +220,8 @@ async def _write(conn: Connection, results: Connection, kubeconfig: str, instanc
             namespace, name, uid, version, node = await queue.get()
             outcome = await kube.bind(namespace, name, uid, node)
             if outcome.result.value == "bound":
-                await kube.create_event(namespace, scheduled_event(namespace, name, uid, version, node, instance))
+                pod = PodInfo(namespace=namespace, name=name, uid=uid, resource_version=version)
+                await kube.create_event(namespace, scheduled_event(pod, node, instance))
             else:
                 failed.add(f"{namespace}/{name}")
             stage.handled()

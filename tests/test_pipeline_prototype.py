@@ -21,6 +21,7 @@ import audit  # noqa: E402
 import e2e_bench  # noqa: E402 - the emulator's loader (32 POSTs in flight)
 import real_bench  # noqa: E402
 import synthetic  # noqa: E402
+from placer.controller.reporting import REPORTING_CONTROLLER  # noqa: E402
 
 from tests.kubeemu import EmulatorProcess  # noqa: E402
 
@@ -68,7 +69,7 @@ def test_prototype_binds_every_pod_once_within_capacity(tmp_path: Path) -> None:
     assert not any(by_name[p["metadata"]["name"]]["spec"].get("nodeName") for p in others)
     assert sum(audit.audit(node_objs, served).values()) == 0
     scheduled = [e for e in events if e.get("reason") == "Scheduled"]
-    assert len(scheduled) == 250 and {e["reportingController"] for e in scheduled} == {"placer"}
+    assert len(scheduled) == 250 and {e["reportingController"] for e in scheduled} == {REPORTING_CONTROLLER}
     assert all(e["note"].startswith("Successfully assigned bench/") for e in scheduled)
     stages = _stage_lines(text)
     assert set(stages) == {"reader", "decider", "writer"}

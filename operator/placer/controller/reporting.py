@@ -38,7 +38,7 @@ from placer.controller.leader import micro_time
 from placer.controller.metrics import Metrics
 from placer.engine.objects import PodInfo
 
-__all__ = ["REPORTING_CONTROLLER", "Condition", "ReportSink", "Reporter", "pod_scheduled_condition"]
+__all__ = ["REPORTING_CONTROLLER", "Condition", "ReportSink", "Reporter", "pod_scheduled_condition", "scheduled_event"]
 
 logger = logging.getLogger("placer.reporting")
 
@@ -181,10 +181,7 @@ class Reporter:
 
     def scheduled(self, pod: PodInfo, node: str, scheduler_name: str) -> None:
         self.forget(pod.key)
-        note = f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
-        now = time.time_ns()  # the event's name and time, as client-go's recorder
-        event = self._event(pod, scheduler_name, "Scheduled", "Binding", "Normal", note, _event_name(pod.name, now),
-                            now)
+        event = scheduled_event(pod, node, self._instance(scheduler_name))
         self._submit(lambda: self._create(pod.namespace, event, None))
 
     def failed(
@@ -238,26 +235,17 @@ class Reporter:
         self._written[key] = condition
         self._desired.pop(key, None)
 
-    def _event(
-        self, pod: PodInfo, scheduler_name: str, reason: str, action: str, kind: str, note: str, name: str,
-        now_ns: int | None = None,
-    ) -> dict[str, Any]:
+    def _instance(self, scheduler_name: str) -> str:
+        """The events' `reportingInstance` for a profile's schedulerName."""
         instance = self._instances.get(scheduler_name)
         if instance is None:
             instance = self._instances[scheduler_name] = f"{scheduler_name}-{self.identity}"[:MAX_INSTANCE]
-        return {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": pod.namespace},
-            "eventTime": micro_time() if now_ns is None else _micro_time(now_ns),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": instance,
-            "action": action,
-            "reason": reason,
-            "note": note[:MAX_NOTE],
-            "type": kind,
-            "regarding": _reference(pod),
-        }
+        return instance
+
+    def _event(
+        self, pod: PodInfo, scheduler_name: str, reason: str, action: str, kind: str, note: str, name: str,
+    ) -> dict[str, Any]:
+        return _event_body(pod, self._instance(scheduler_name), reason, action, kind, note, name)
 
     def _want_condition(self, pod: PodInfo, message: str, reason: str = "Unschedulable") -> None:
         key = pod.key
@@ -378,6 +366,33 @@ def _condition_entry(condition: Condition) -> dict[str, Any]:
         "message": condition.message,
         "lastProbeTime": None,
         "lastTransitionTime": condition.last_transition,
+    }
+
+
+def scheduled_event(pod: PodInfo, node: str, instance: str) -> dict[str, Any]:
+    """The `Scheduled` event of a pod bound to `node` (kube-scheduler's words), named and timed as
+    client-go's recorder does; `instance` is its `reportingInstance`."""
+    now = time.time_ns()
+    note = f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
+    return _event_body(pod, instance, "Scheduled", "Binding", "Normal", note, _event_name(pod.name, now), now)
+
+
+def _event_body(
+    pod: PodInfo, instance: str, reason: str, action: str, kind: str, note: str, name: str, now_ns: int | None = None,
+) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event regarding `pod`, with every field the API server requires."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": pod.namespace},
+        "eventTime": micro_time() if now_ns is None else _micro_time(now_ns),
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": instance,
+        "action": action,
+        "reason": reason,
+        "note": note[:MAX_NOTE],
+        "type": kind,
+        "regarding": _reference(pod),
     }
 
 
