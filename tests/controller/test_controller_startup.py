@@ -248,7 +248,7 @@ async def test_the_first_resync_takes_over_the_lists_asked_for_before_the_engine
         return await list_objects(path, query)
 
     kube.list_objects = recording_objects  # type: ignore[method-assign]
-    lists.ask_others(kube, [PROFILES_PATH, *(kind.path() for kind in KINDS)], cached=True)
+    lists.ask_others([PROFILES_PATH, *(kind.path() for kind in KINDS)])
     state.resync.first_lists = lists
     await asyncio.sleep(0)  # the LISTs asked for ahead are on their way
     early, asked_others = list(asked), len(others)
@@ -305,15 +305,14 @@ async def test_the_small_lists_asked_ahead_share_a_few_connections() -> None:
     kube = Slow()
     lists = ResyncLists.ask(kube, (), 500, cached=True)
     paths = [f"/kind-{index}" for index in range(5)] + ["/broken"]
-    lists.ask_others(kube, paths, cached=True)
+    lists.ask_others(paths)
     await asyncio.sleep(0.01)
     assert in_flight == ResyncLists.LANES
     release.set()
-    assert await lists.take("/kind-3") == ([{"metadata": {"name": "/kind-3"}}], "7")
-    broken = lists.take("/broken")
-    assert broken is not None
+    assert await lists.objects("/kind-3") == ([{"metadata": {"name": "/kind-3"}}], "7")
+    assert "/broken" in lists.others  # asked for ahead
     try:
-        await broken
+        await lists.objects("/broken")
     except ApiError as error:
         assert error.status == 500
     else:

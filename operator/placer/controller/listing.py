@@ -93,12 +93,17 @@ class Pages:
     def close(self) -> None:
         """Abandon the page in flight, if any (its failure, if it failed, is no one's to report)."""
         pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        if not pending.done():
-            pending.cancel()
-        elif not pending.cancelled():
-            pending.exception()
+        if pending is not None:
+            abandon(pending)
+
+
+def abandon(future: asyncio.Future[Any]) -> None:
+    """Cancel `future` if it is still running, else mark its failure, if any, as seen (nobody is
+    left to report it)."""
+    if not future.done():
+        future.cancel()
+    elif not future.cancelled():
+        future.exception()
 
 
 async def list_objects(request: Request, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]:
@@ -134,7 +139,8 @@ class ResyncLists:
     """A resync's two big LISTs, asked for at once: the nodes, and the pending pods (a listing per
     namespace watched, or one of every namespace). Their first pages are on their way when this
     is made (`Pages` asks at once). `others`: the small LISTs (profiles, catalog kinds) asked for
-    ahead (`ask_others`), by path.
+    ahead (`ask_others`), by path. `query`: what every LIST of this resync adds (`cached`: the
+    watch cache).
 
     `placer run` makes its first resync's before it imports the engine (about half a second of
     CPU at a cold start), and asks for the others as soon as the catalog's kinds are imported:
@@ -142,6 +148,8 @@ class ResyncLists:
     them over only while they are fresh (`MAX_AGE`): a standby replica that becomes leader later
     lists afresh."""
 
+    client: Lister
+    query: list[tuple[str, str]]
     nodes: Pages
     pending: list[Pages]
     asked_at: float
@@ -158,16 +166,18 @@ class ResyncLists:
         paths = [f"/api/v1/namespaces/{namespace}/pods" for namespace in namespaces] or ["/api/v1/pods"]
         query = [("resourceVersion", "0")] if cached else []
         return cls(
+            client=client,
+            query=query,
             nodes=client.list_pages(NODES_PATH, query, limit=max(page, NODES_LIST_PAGE)),
             pending=[client.list_pages(path, [("fieldSelector", PENDING_PODS_SELECTOR)], limit=page) for path in paths],
             asked_at=time.monotonic(),
         )
 
-    def ask_others(self, client: Lister, paths: Sequence[str], *, cached: bool) -> None:
-        """Every item of each collection in `paths`, asked for now (`take`n by the resync), `LANES`
+    def ask_others(self, paths: Sequence[str]) -> None:
+        """Every item of each collection in `paths`, asked for now (the resync's `objects`), `LANES`
         at a time: a few connections kept busy cost less than a TLS handshake per small LIST, and
         they are asked for while the engine imports, with time to spare."""
-        query = [("resourceVersion", "0")] if cached else []
+        client, query = self.client, self.query
         wanted = [path for path in dict.fromkeys(paths) if path not in self.others]
         loop = asyncio.get_running_loop()
         futures = {path: loop.create_future() for path in wanted}
@@ -190,9 +200,9 @@ class ResyncLists:
         lanes = min(self.LANES, len(wanted))
         self._lanes.extend(asyncio.ensure_future(lane(wanted[index::lanes])) for index in range(lanes))
 
-    def take(self, path: str) -> asyncio.Future[tuple[list[Any], str]] | None:
-        """The LIST of `path` asked for ahead, if it was."""
-        return self.others.pop(path, None)
+    def objects(self, path: str) -> Awaitable[tuple[list[Any], str]]:
+        """Every item of `path`: the LIST asked for ahead if it was, else asked for now."""
+        return self.others.pop(path, None) or self.client.list_objects(path, self.query)
 
     def fresh(self) -> bool:
         return time.monotonic() - self.asked_at <= self.MAX_AGE
@@ -205,7 +215,4 @@ class ResyncLists:
             task.cancel()
         others, self.others = self.others, {}
         for listing in others.values():
-            if not listing.done():
-                listing.cancel()
-            elif not listing.cancelled():
-                listing.exception()
+            abandon(listing)

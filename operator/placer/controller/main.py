@@ -217,7 +217,7 @@ async def operate(
     def ask_others() -> None:  # in the loop's thread: the profiles' and catalog kinds' LISTs
         from placer.engine.kinds import KINDS
 
-        first_lists.ask_others(kube, [PROFILES_PATH, *(kind.path() for kind in KINDS)], cached=True)
+        first_lists.ask_others([PROFILES_PATH, *(kind.path() for kind in KINDS)])
 
     try:
         await asyncio.to_thread(_import_engine, lambda: loop.call_soon_threadsafe(ask_others))

@@ -189,7 +189,6 @@ class Resync:
         assert self.state.kube is not None
         first = self.resyncs_done == 0
         timing = StartupTiming(first)
-        cached = [("resourceVersion", "0")] * first
         lists, self.first_lists = self.first_lists, None
         if lists is not None and not (first and lists.fresh()):
             lists.close()  # asked for too long ago (a standby become leader): listed afresh
@@ -199,7 +198,7 @@ class Resync:
             lists = ResyncLists.ask(self.state.kube, options.namespaces, options.pods_list_page, cached=first)
         assigned: list[Pages] = []
         try:
-            await self._apply(lists, assigned, timing, cached)
+            await self._apply(lists, assigned, timing)
         finally:
             lists.close()
             for pages in assigned:
@@ -208,28 +207,27 @@ class Resync:
         self.resyncs_done += 1
         self.resynced.fire()
 
-    async def _apply(self, lists: ResyncLists, assigned: list[Pages], timing: StartupTiming,
-                     cached: list[tuple[str, str]]) -> None:
+    async def _apply(self, lists: ResyncLists, assigned: list[Pages], timing: StartupTiming) -> None:
         """`run`'s LISTs filed: the profiles and catalog kinds, the nodes' and assigned pods' pages
         as they come (decidable then), then the pending pods'. `assigned` is filled here, once the
-        pending LISTs' snapshots are taken. `cached`: `resourceVersion=0`, the API server's
-        watch cache, for the nodes, assigned pods, profiles and catalog kinds of a process's first
-        resync (as client-go's reflector lists first): a consistent LIST goes to etcd unless etcd reports watch progress
-        (3.4.31+, 3.5.13+), every pod decoded there and scanned for the field selector, at 30,000
-        pods seconds of the server's CPU; the cache may lag by its watch's delay (so may the
-        assigned snapshot behind the pending one), as kube-scheduler's informers do. The cache
-        ignores `limit` (one answer per LIST), so the pending pods, needed a page at a time, stay
-        consistent pages. Later resyncs (a new term, a relist) read consistently: a new leader
-        must see what the last one bound."""
+        pending LISTs' snapshots are taken. `lists.query`: `resourceVersion=0`, the API server's watch
+        cache, for the nodes, assigned pods, profiles and catalog kinds of a process's first resync (as
+        client-go's reflector lists first): a consistent LIST goes to etcd unless etcd reports watch
+        progress (3.4.31+, 3.5.13+), every pod decoded there and scanned for the field selector, at
+        30,000 pods seconds of the server's CPU; the cache may lag by its watch's delay (so may the
+        assigned snapshot behind the pending one), as kube-scheduler's informers do. The cache ignores
+        `limit` (one answer per LIST), so the pending pods, needed a page at a time, stay consistent
+        pages. Later resyncs (a new term, a relist) read consistently: a new leader must see what the
+        last one bound."""
         assert self.state.kube is not None
         kube = self.state.kube
         others = asyncio.ensure_future(asyncio.gather(
-            self._list_profiles(lists, cached), *(self._list_kind(kind, lists, cached) for kind in CATALOG_KINDS)))
+            self._list_profiles(lists), *(self._list_kind(kind, lists) for kind in CATALOG_KINDS)))
         nodes = asyncio.ensure_future(self._file_nodes(lists.nodes, timing))
         pending = lists.pending
         try:
             firsts = [await anext(pages) for pages in pending]  # the pending snapshots come first
-            assigned.extend(kube.list_pages(pages.path, [("fieldSelector", ASSIGNED_PODS_SELECTOR), *cached],
+            assigned.extend(kube.list_pages(pages.path, [("fieldSelector", ASSIGNED_PODS_SELECTOR), *lists.query],
                                             limit=self.state.options.pods_list_page) for pages in pending)
             (profiles, profiles_version), *catalog_lists = await others
             self.resyncs += 1
@@ -383,12 +381,11 @@ class Resync:
             with contextlib.suppress(ApiError):
                 await self.verify_provisional()
 
-    async def _list_kind(self, kind: Kind, lists: ResyncLists, cached: list[tuple[str, str]]) -> tuple[list[Any], str]:
+    async def _list_kind(self, kind: Kind, lists: ResyncLists) -> tuple[list[Any], str]:
         """A catalog kind's LIST (asked for ahead, or now); a kind the API server does not serve (an
         older release: 404) is simply absent."""
-        assert self.state.kube is not None
         try:
-            listed = await (lists.take(kind.path()) or self.state.kube.list_objects(kind.path(), cached))
+            listed = await lists.objects(kind.path())
         except ApiError as error:
             if error.status == 404:
                 self.state.catalog.served(kind, False)
@@ -397,10 +394,9 @@ class Resync:
         self.state.catalog.served(kind, True)
         return listed
 
-    async def _list_profiles(self, lists: ResyncLists, cached: list[tuple[str, str]]) -> tuple[list[Any], str]:
-        assert self.state.kube is not None
+    async def _list_profiles(self, lists: ResyncLists) -> tuple[list[Any], str]:
         try:
-            return await (lists.take(PROFILES_PATH) or self.state.kube.list_objects(PROFILES_PATH, cached))
+            return await lists.objects(PROFILES_PATH)
         except ApiError as error:
             if error.status == 404:
                 logger.warning("the SchedulerProfile CRD is not installed (kubectl apply -f crds/)")
