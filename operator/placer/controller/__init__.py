@@ -9,7 +9,8 @@ Modules, each with one job (docs/binding-cycle.md: which one runs which extensio
 - `informers`: Placer's own pod and node watches; `handlers`: Kopf handlers for the other kinds;
 - `cache`: what the watches feed (pods, nodes, profiles) turned into engine calls; `nominations`:
   nominatedNodeName as kube's nominator follows it; `catalog_feed`: every other kind;
-- `resync`: fresh LISTs, pruning, where the watches resume;
+- `resync`: fresh LISTs, pruning, where the watches resume (`listing`: paging, and the LISTs a
+  cold start asks for before the engine is imported; `startup_timing`: the start-up in steps, logged);
 - `loop`: the scheduling loop, as kube's scheduleOne (pop, schedule, post-filter, reserve, permit);
 - `binding`: the binding cycle (WaitOnPermit, PreBind, Bind, PostBind, Unreserve);
 - `effects`: the writes plugins and preemption ask for, with their preconditions and undo;

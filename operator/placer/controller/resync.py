@@ -22,16 +22,15 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placer.controller.cache import older
 from placer.controller.kube import ApiError, Pages
 from placer.controller.listing import ASSIGNED_PODS_SELECTOR, NODES_PATH, PROFILES_PATH, ResyncLists
 from placer.controller.signals import Signal
+from placer.controller.startup_timing import StartupTiming
 from placer.engine.catalog import Kind
 from placer.engine.kinds import KINDS as CATALOG_KINDS
 from placer.engine.objects import pod_key
@@ -59,48 +58,6 @@ def _gone(version: str, list_version: str) -> bool:
     """Whether an object last seen at `version` and absent from a LIST taken at `list_version` is gone
     (only when both are numbers: an opaque resourceVersion proves nothing)."""
     return version.isdigit() and list_version.isdigit() and int(version) <= int(list_version)
-
-
-class StartupTiming:
-    """A resync in steps, for the log: when each LIST was filed (wall time from the start, and the
-    process's CPU by then) and how long filing its pages took (parse and index; the rest of a
-    LIST's time is the server, the transfer and the decoding). Logged at INFO for the first resync
-    (a cold start: the way to the first binding), at DEBUG for the others."""
-
-    def __init__(self, first: bool) -> None:
-        self.first = first
-        self.started = time.perf_counter()
-        self.cpu = time.process_time()
-        self.age = process_age() if first else None
-        self.items: dict[str, int] = {}
-        self.filing: dict[str, float] = {}
-        self.steps: list[str] = []
-
-    def filed(self, kind: str, items: int, seconds: float) -> None:
-        self.items[kind] = self.items.get(kind, 0) + items
-        self.filing[kind] = self.filing.get(kind, 0.0) + seconds
-
-    def step(self, what: str) -> None:
-        done = f"{what} by {time.perf_counter() - self.started:.2f} s (CPU {time.process_time() - self.cpu:.2f} s)"
-        if what in self.items:
-            done += f": {self.items[what]} filed in {self.filing[what]:.2f} s"
-        self.steps.append(done)
-
-    def report(self, what: str = "done") -> None:
-        began = "" if self.age is None else (
-            f" (the resync began {self.age:.2f} s after the process started, its CPU {self.cpu:.2f} s by then)")
-        logger.log(logging.INFO if self.first else logging.DEBUG, "%s LISTs %s: %s%s",
-                   "start-up" if self.first else "resync", what, "; ".join(self.steps), began)
-
-
-def process_age() -> float | None:
-    """Seconds since this process started (Linux's /proc, to its 10 ms clock ticks); None elsewhere."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return max(uptime - ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
 
 class Resync:
