@@ -48,7 +48,7 @@ from typing import Any
 from placer.controller.kube import KubeClient
 from placer.controller.reporting import scheduled_event
 from placer.engine.cluster import ClusterState
-from placer.engine.objects import PodInfo, PodSource, parse_node, parse_pod
+from placer.engine.objects import PodInfo, PodSource, parse_node, parse_pod, pod_key
 from placer.engine.profile import compile_profile
 from placer.engine.runtime import Scheduler
 
@@ -86,11 +86,15 @@ class Stage:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 peak = int(line.split()[1]) / 1024
-        print("pipeline-stage " + json.dumps({
+        line = "pipeline-stage " + json.dumps({
             "stage": self.name, "pid": os.getpid(), "cpu_s": time.process_time(), "startup_cpu_s": self.startup_cpu,
             "last_cpu_s": self.last_cpu, "items": self.items, "peak_rss_mb": peak,
             "steps": {step: round(seconds, 4) for step, seconds in sorted(self.steps.items())},
-        }), flush=True)
+        }) + "\n"
+        # one write: the three stages share stdout and report at once (print's separate writes of
+        # the text and its newline could interleave with another stage's line)
+        sys.stdout.flush()
+        os.write(sys.stdout.fileno(), line.encode())
 
 
 def _exit_reporting(stage: Stage) -> None:
@@ -145,8 +149,7 @@ async def _read(conn: Connection, kubeconfig: str, namespace: str, scheduler_nam
 
     def file(obj: Mapping[str, Any], kind: str) -> None:
         started = time.process_time()
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        key = pod_key(obj)  # as PodInfo.key, so that the decider's keys match
         if kind == "DELETED":
             sources.pop(key, None)
             out.add(("deleted", key))
