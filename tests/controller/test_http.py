@@ -317,12 +317,17 @@ async def test_a_silent_stream_times_out() -> None:
 async def test_a_stream_not_read_pauses_the_socket_and_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http_stream, "HIGH_WATER", 1000)
     line = b'{"type":"MODIFIED","object":{}}\n'
+    paused_seen = asyncio.Event()
 
     async def handler(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.read(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         for _ in range(2000):
             writer.write(chunk(line))
+        await writer.drain()
+        # the stream's end only once the test saw the pause: an end read in the same receive as the
+        # lines would finish the stream (and hand its connection back) before it could be looked at
+        await paused_seen.wait()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         await reader.read()
@@ -337,6 +342,7 @@ async def test_a_stream_not_read_pauses_the_socket_and_resumes(monkeypatch: pyte
             await asyncio.sleep(0.01)
         assert conn.paused
         await asyncio.sleep(0.7)  # longer than read_timeout: a stream we paused is not "silent"
+        paused_seen.set()
         lines = []
         while (batch := await stream.batch()) is not None:
             lines += batch
