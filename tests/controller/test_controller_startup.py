@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from placer.controller.kube import ApiError
 from placer.controller.listing import PROFILES_PATH, ResyncLists
 from placer.controller.main import operate
@@ -250,14 +251,16 @@ async def test_the_first_resync_takes_over_the_lists_asked_for_before_the_engine
     kube.list_objects = recording_objects  # type: ignore[method-assign]
     lists.ask_others([PROFILES_PATH, *(kind.path() for kind in KINDS)])
     state.resync.first_lists = lists
-    await asyncio.sleep(0)  # the LISTs asked for ahead are on their way
-    early, asked_others = list(asked), len(others)
-    assert sorted(path for path, _ in early) == ["/api/v1/nodes", "/api/v1/pods"]
-    assert asked_others == 1 + len(KINDS) and all(query == {"resourceVersion": "0"} for _, query in others)
+    await lists.snapshots  # the pending pods' first page is here: the assigned pods are asked for too
+    early = list(asked)
+    small = [(path, query) for path, query in others if path != "/api/v1/pods"]  # not the pods' pages
+    assert [(path, query.get("fieldSelector")) for path, query in early] == [
+        ("/api/v1/nodes", None), ("/api/v1/pods", "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName="),
+        ("/api/v1/pods", "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!=")]
+    assert len(small) == 1 + len(KINDS) and all(query == {"resourceVersion": "0"} for _, query in small)
     await state.resync.run()
-    assert [query.get("fieldSelector") for _, query in asked[len(early):]] == [
-        "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="]  # only the assigned pods asked for
-    assert [path for path, _ in others[asked_others:] if path != "/api/v1/pods"] == []  # none asked again
+    assert asked[len(early):] == []  # nothing asked again, not even the assigned pods
+    assert [path for path, _ in others if path != "/api/v1/pods"][len(small):] == []  # none asked again
     assert state.cluster.node_count == 1 and "default/a" in state.cluster.pods
     assert state.profiles.active("placer") is not None
     assert state.resync.first_lists is None and "default/b" in state.cache.pending_keys()
@@ -270,6 +273,44 @@ async def test_the_first_resync_takes_over_the_lists_asked_for_before_the_engine
     await stale_state.resync.run()
     assert sorted(path for path, _ in asked) == ["/api/v1/nodes", "/api/v1/pods", "/api/v1/pods"]  # afresh
     assert stale_state.cluster.node_count == 1
+
+
+async def test_the_assigned_pods_are_asked_for_once_the_pending_snapshot_is_taken() -> None:
+    """The assigned pods' LIST goes out as soon as the pending pods' first page is answered (while
+    the engine imports), never before it: a pod bound between the two LISTs must be in the assigned
+    one. A failed pending page fails the snapshot (the resync's to see) and asks for nothing more."""
+    kube, asked = _recorded_lists()
+    answered = asyncio.Event()
+    list_objects = kube.list_objects
+
+    async def held_pending(path: str, query: Any = ()) -> Any:
+        if dict(query).get("fieldSelector", "").endswith("spec.nodeName="):
+            await answered.wait()
+        return await list_objects(path, query)
+
+    kube.list_objects = held_pending  # type: ignore[method-assign]
+    lists = ResyncLists.ask(kube, (), 500, cached=True)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(asked) == 2 and lists.assigned == [] and not lists.snapshots.done()  # nodes, pending only
+    answered.set()
+    firsts = await lists.snapshots
+    assert len(firsts) == 1 and firsts[0][1] == "1000"  # the pending listing's first page (this fake ignores selectors)
+    assert [query.get("fieldSelector", "").rsplit(",", 1)[-1] for _, query in asked[2:]] == ["spec.nodeName!="]
+    assert len(lists.assigned) == 1 and dict(asked[2][1]).get("resourceVersion") == "0"
+    lists.close()
+
+    class Failing(FakeKube):
+        async def list_objects(self, path: str, query: Any = ()) -> Any:
+            if path == "/api/v1/pods":
+                raise ApiError(500, "GET /api/v1/pods: boom")
+            return [], "1"
+
+    failing = ResyncLists.ask(Failing(), (), 500, cached=True)
+    with pytest.raises(ApiError):
+        await failing.snapshots
+    assert failing.assigned == []
+    failing.close()
 
 
 def test_placer_run_asks_for_its_first_lists_before_it_imports_the_engine() -> None:

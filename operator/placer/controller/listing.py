@@ -27,6 +27,7 @@ __all__ = [
     "NODES_PATH",
     "PENDING_PODS_SELECTOR",
     "PROFILES_PATH",
+    "Page",
     "Pages",
     "ResyncLists",
     "list_objects",
@@ -44,6 +45,8 @@ PENDING_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName="
 PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
 
 Request = Callable[..., Awaitable["Reply"]]
+#: one page of a listing: its items, the listing's resourceVersion, whether the listing started over
+Page = tuple[list[Any], str, bool]
 
 
 class Pages:
@@ -70,7 +73,7 @@ class Pages:
     def __aiter__(self) -> Pages:
         return self
 
-    async def __anext__(self) -> tuple[list[Any], str, bool]:
+    async def __anext__(self) -> Page:
         while self._pending is not None:
             reply = await self._pending
             if reply.status == 410 and self._token:  # the continue token expired: start over
@@ -136,11 +139,13 @@ class Lister(Protocol):
 
 @dataclass(slots=True)
 class ResyncLists:
-    """A resync's two big LISTs, asked for at once: the nodes, and the pending pods (a listing per
-    namespace watched, or one of every namespace). Their first pages are on their way when this
-    is made (`Pages` asks at once). `others`: the small LISTs (profiles, catalog kinds) asked for
-    ahead (`ask_others`), by path. `query`: what every LIST of this resync adds (`cached`: the
-    watch cache).
+    """A resync's big LISTs: the nodes and the pending pods (a listing per namespace watched, or one
+    of every namespace), asked for at once (`Pages` asks for its first page on creation), then the
+    assigned pods (`assigned`), asked for as soon as the pending listings' first pages are here
+    (`snapshots`): the pending snapshot comes first, so a pod bound between the two is in the
+    assigned one. `others`: the small LISTs (profiles, catalog kinds) asked for ahead
+    (`ask_others`), by path. `query`: what every LIST of this resync adds (`cached`: the watch
+    cache).
 
     `placer run` makes its first resync's before it imports the engine (about half a second of
     CPU at a cold start), and asks for the others as soon as the catalog's kinds are imported:
@@ -150,9 +155,13 @@ class ResyncLists:
 
     client: Lister
     query: list[tuple[str, str]]
+    page: int  # pods per page
     nodes: Pages
     pending: list[Pages]
     asked_at: float
+    #: each pending listing's first page, once here (and the assigned pods' LISTs asked for)
+    snapshots: asyncio.Future[list[Page]] = field(init=False)
+    assigned: list[Pages] = field(default_factory=list)
     others: dict[str, asyncio.Future[tuple[list[Any], str]]] = field(default_factory=dict)
     _lanes: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -168,10 +177,20 @@ class ResyncLists:
         return cls(
             client=client,
             query=query,
+            page=page,
             nodes=client.list_pages(NODES_PATH, query, limit=max(page, NODES_LIST_PAGE)),
             pending=[client.list_pages(path, [("fieldSelector", PENDING_PODS_SELECTOR)], limit=page) for path in paths],
             asked_at=time.monotonic(),
         )
+
+    def __post_init__(self) -> None:
+        self.snapshots = asyncio.ensure_future(self._snapshots_then_assigned())
+
+    async def _snapshots_then_assigned(self) -> list[Page]:
+        firsts = [await anext(pages) for pages in self.pending]
+        selector = [("fieldSelector", ASSIGNED_PODS_SELECTOR), *self.query]
+        self.assigned = [self.client.list_pages(pages.path, selector, limit=self.page) for pages in self.pending]
+        return firsts
 
     def ask_others(self, paths: Sequence[str]) -> None:
         """Every item of each collection in `paths`, asked for now (the resync's `objects`), `LANES`
@@ -209,7 +228,8 @@ class ResyncLists:
 
     def close(self) -> None:
         """Abandon what is still in flight, and what was not taken (its failure is no one's to report)."""
-        for pages in (self.nodes, *self.pending):
+        abandon(self.snapshots)
+        for pages in (self.nodes, *self.pending, *self.assigned):
             pages.close()
         for task in self._lanes:
             task.cancel()

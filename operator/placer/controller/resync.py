@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from placer.controller.cache import older
 from placer.controller.kube import ApiError, Pages
-from placer.controller.listing import ASSIGNED_PODS_SELECTOR, NODES_PATH, PROFILES_PATH, ResyncLists
+from placer.controller.listing import NODES_PATH, PROFILES_PATH, Page, ResyncLists
 from placer.controller.signals import Signal
 from placer.controller.startup_timing import StartupTiming
 from placer.engine.catalog import Kind
@@ -153,39 +153,34 @@ class Resync:
         if lists is None:
             options = self.state.options
             lists = ResyncLists.ask(self.state.kube, options.namespaces, options.pods_list_page, cached=first)
-        assigned: list[Pages] = []
         try:
-            await self._apply(lists, assigned, timing)
+            await self._apply(lists, timing)
         finally:
             lists.close()
-            for pages in assigned:
-                pages.close()
         timing.report()
         self.resyncs_done += 1
         self.resynced.fire()
 
-    async def _apply(self, lists: ResyncLists, assigned: list[Pages], timing: StartupTiming) -> None:
+    async def _apply(self, lists: ResyncLists, timing: StartupTiming) -> None:
         """`run`'s LISTs filed: the profiles and catalog kinds, the nodes' and assigned pods' pages
-        as they come (decidable then), then the pending pods'. `assigned` is filled here, once the
-        pending LISTs' snapshots are taken. `lists.query`: `resourceVersion=0`, the API server's watch
-        cache, for the nodes, assigned pods, profiles and catalog kinds of a process's first resync (as
-        client-go's reflector lists first): a consistent LIST goes to etcd unless etcd reports watch
-        progress (3.4.31+, 3.5.13+), every pod decoded there and scanned for the field selector, at
-        30,000 pods seconds of the server's CPU; the cache may lag by its watch's delay (so may the
-        assigned snapshot behind the pending one), as kube-scheduler's informers do. The cache ignores
-        `limit` (one answer per LIST), so the pending pods, needed a page at a time, stay consistent
-        pages. Later resyncs (a new term, a relist) read consistently: a new leader must see what the
-        last one bound."""
-        assert self.state.kube is not None
-        kube = self.state.kube
+        as they come (decidable then), then the pending pods'. The assigned pods' LISTs are asked
+        for once the pending LISTs' snapshots are taken (`ResyncLists.snapshots`). `lists.query`:
+        `resourceVersion=0`, the API server's watch cache, for the nodes, assigned pods, profiles
+        and catalog kinds of a process's first resync (as client-go's reflector lists first): a
+        consistent LIST goes to etcd unless etcd reports watch progress (3.4.31+, 3.5.13+), every
+        pod decoded there and scanned for the field selector, at 30,000 pods seconds of the
+        server's CPU; the cache may lag by its watch's delay (so may the assigned snapshot behind
+        the pending one), as kube-scheduler's informers do. The cache ignores `limit` (one answer
+        per LIST), so the pending pods, needed a page at a time, stay consistent pages. Later
+        resyncs (a new term, a relist) read consistently: a new leader must see what the last one
+        bound."""
         others = asyncio.ensure_future(asyncio.gather(
             self._list_profiles(lists), *(self._list_kind(kind, lists) for kind in CATALOG_KINDS)))
         nodes = asyncio.ensure_future(self._file_nodes(lists.nodes, timing))
         pending = lists.pending
         try:
-            firsts = [await anext(pages) for pages in pending]  # the pending snapshots come first
-            assigned.extend(kube.list_pages(pages.path, [("fieldSelector", ASSIGNED_PODS_SELECTOR), *lists.query],
-                                            limit=self.state.options.pods_list_page) for pages in pending)
+            firsts: list[Page | None] = list(await lists.snapshots)  # the pending snapshots come first
+            assigned = lists.assigned
             (profiles, profiles_version), *catalog_lists = await others
             self.resyncs += 1
             self._file_others(profiles, profiles_version, catalog_lists)
@@ -243,7 +238,7 @@ class Resync:
                 self.state.catalog.observe(kind, raw)
             self.state.catalog.prune(kind, items, version, _gone)
 
-    async def _file_pods(self, pod_pages: list[Pages], firsts: list[tuple[list[Any], str, bool] | None],
+    async def _file_pods(self, pod_pages: list[Pages], firsts: list[Page | None],
                          listed: set[str], timing: StartupTiming, what: str) -> list[str]:
         """File each listing's pages (`firsts`: its first page, when already taken) and add what
         they listed to `listed`; returns each listing's resourceVersion."""
