@@ -181,6 +181,18 @@ def _ancestors() -> set[int]:
     return pids
 
 
+def precompile(tree: Path) -> None:
+    """Placer's sources in `tree` byte-compiled and its dataclasses' methods compiled, as the
+    image's build leaves them (`compileall`, `python -m placer.precompile`): an editable install
+    under PYTHONDONTWRITEBYTECODE would otherwise compile both again at every start. A tree from
+    before `placer.precompile` gets `compileall` only."""
+    package = tree / "operator" / "placer"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+    if (package / "precompile.py").exists():
+        subprocess.run([sys.executable, "-m", "placer.precompile"], check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "PYTHONPATH": str(tree / "operator")})
+
+
 def hold_lock() -> int | None:
     """An exclusive flock on LOCK for the process's life (the descriptor stays open; the kernel
     drops the lock when the process ends). Under `flock LOCK COMMAND` the lock is already ours
@@ -948,9 +960,7 @@ def main() -> int:
               file=sys.stderr, flush=True)
         return EXIT_UNSUPPORTED
     nodes, pods, objects = synthetic_cluster(args.nodes, args.pods, workload=args.workload)
-    # Placer's sources byte-compiled, as `pip install` leaves them in the image: an editable
-    # install under PYTHONDONTWRITEBYTECODE would otherwise compile them again at every start
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "operator" / "placer")], check=True)
+    precompile(ROOT)
     lock = hold_lock()  # noqa: F841 - held until the process ends
     schedulers = [args.only] if args.only else [*([] if args.no_limit else ["limit"]), "kube-scheduler", "placer",
                                                  *(["pipeline"] if args.prototype else [])]

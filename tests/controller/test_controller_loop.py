@@ -226,3 +226,30 @@ async def test_pods_are_decided_back_to_back_once_binds_are_answered(
         state.cache.observe_pod(pod(f"p{index}"))
     await until(lambda: len(decided) == 7)
     assert decided[4:] == [5, 6, 7]
+
+
+async def test_under_way_waits_for_the_first_answered_bind_or_an_empty_queue(running: Running) -> None:
+    """What Kopf's start waits for (`operate`): the first bind's answer, or a queue with nothing to
+    decide; at most its limit when neither comes."""
+    state, kube, loop = running
+    await asyncio.wait_for(loop.under_way(5.0), 1.0)  # nothing pending: the loop found the queue empty
+    held = asyncio.Event()
+
+    async def bind(key: str, node_name: str) -> BindOutcome:
+        await held.wait()
+        return BindOutcome(BindResult.BOUND)
+
+    kube.bind_result = bind
+    idle = SchedulingLoop(state)  # a loop that has not run: neither happens, the limit ends the wait
+    clock = asyncio.get_running_loop().time
+    started = clock()
+    await idle.under_way(0.2)
+    assert 0.19 <= clock() - started < 1.0
+    state.cache.observe_node(node("n1"))
+    state.cache.observe_pod(pod("p1"))
+    await until(lambda: kube.binds)
+    waiting = asyncio.ensure_future(loop.binding.answered.wait())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # the bind is out, not answered
+    held.set()
+    await asyncio.wait_for(waiting, 1.0)

@@ -98,6 +98,7 @@ class BindingCycles:
         # a bind was answered (bound) since the start, and none got no answer at all since: the loop
         # may decide pods back to back (until then it lets each bind go out before the next decision)
         self.answering = False
+        self.answered = asyncio.Event()  # a bind had an answer (of any kind), once
         self._bind_results = {result: state.metrics.bindings.labels(result=result.value) for result in BindResult}
 
     def points(self, profile: Profile) -> BindingPoints:
@@ -372,6 +373,8 @@ class BindingCycles:
         self._bind_results[result].inc()
         if not outcome.answered:
             self.answering = False
+        else:
+            self.answered.set()
         if result is BindResult.BOUND:
             self.answering = True
             state.queue.remove(key)  # stays assumed until the watch shows it bound

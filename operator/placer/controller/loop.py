@@ -77,6 +77,7 @@ class SchedulingLoop:
         self.limit = max_binds_in_flight or state.options.max_binds_in_flight
         self._slots = asyncio.Semaphore(self.limit)
         self._stopping = asyncio.Event()
+        self._found_nothing = asyncio.Event()  # the queue had no pod to decide, once
         self.preemptions = Preemptions(state)
         self.binding = BindingCycles(state, self._slots, self._stopping, self.preemptions.clear)
         self.groups = GroupCycle(self)  # a pod of a group: its whole group decided together
@@ -115,6 +116,7 @@ class SchedulingLoop:
                 if pod is None and self.shadow.idle():
                     await asyncio.sleep(0)  # then look at the queue again: active pods go first
                     continue
+                self._found_nothing.set()
                 await self._idle()
                 continue
             try:
@@ -128,6 +130,17 @@ class SchedulingLoop:
                 await asyncio.sleep(0)  # let the binds go out and the watch handlers run
                 yielded = clock()
             self.shadow.busy()  # then a shadow decision, if its share of the time allows
+
+    async def under_way(self, limit: float) -> None:
+        """Until the first bind is answered or the queue held nothing to decide, at most `limit`
+        seconds. Kopf's start waits for it: its import, a thread holding the GIL about 0.2 s, would
+        otherwise share the one core with the first decisions and their binds."""
+        waits = [asyncio.ensure_future(self.binding.answered.wait()), asyncio.ensure_future(self._found_nothing.wait())]
+        try:
+            await asyncio.wait(waits, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _idle(self) -> None:
         delay = self.state.queue.next_ready_in()

@@ -9,9 +9,11 @@ Start-up order, for the first binding's sake (a cold start lists thousands of po
 tasks start first, and the first resync lists everything a decision reads (nodes, pods, profiles,
 every catalog kind) and lets the scheduling loop run. Kopf (its watches of profiles and the catalog
 kinds) and /healthz start only then (`Options.kopf_start_delay` at the latest, should the API
-server not answer the resync): Kopf's and aiohttp's imports (~0.2 s, done in a thread while the
-loop schedules) and Kopf's own start-up (API discovery, a LIST per kind) are not on the way to the
-first binding, and Kopf's first listing replays whatever changed meanwhile. Nothing on the way
+server not answer the resync), and once the first bind is answered or the queue held nothing to
+decide (`KOPF_AFTER_FIRST_BIND` at the latest): Kopf's and aiohttp's imports (~0.2 s, done in a
+thread holding the GIL) and Kopf's own start-up (API discovery, a LIST per kind) are not on the way
+to the first binding, and Kopf's first listing replays whatever changed meanwhile. The methods
+`@dataclass` generates come compiled from `placer.dataclass_cache` (`save_compiled`). Nothing on the way
 imports them, nor kubernetes_asyncio's generated client (`placer.controller._kopf`,
 `placer.controller.kubeconfig`). Until Kopf installs its signal handlers, SIGTERM/SIGINT stop the
 operator gracefully here. `placer run` keeps the garbage collector off until the first resync
@@ -32,6 +34,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from placer import dataclass_cache
 from placer.controller.kube import ApiError, KubeClient
 from placer.controller.kubeconfig import ConfigError
 from placer.controller.listing import PROFILES_PATH, ResyncLists
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["LogfmtFormatter", "configure_logging", "operate", "run"]
 
 logger = logging.getLogger("placer")
+#: at most this long after the first resync, Kopf's start waits for the first bind's answer
+KOPF_AFTER_FIRST_BIND = 1.0
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -92,9 +97,9 @@ async def _stop_task(task: asyncio.Task[Any]) -> None:
         await task
 
 
-def _import_engine(kinds_imported: Callable[[], None] | None = None) -> None:
-    """The engine, the plugins and the parts of the operator that use them: about half a second of
-    CPU at a cold start, done in a thread while the first LISTs are on their way (`operate`).
+def _import_engine(kinds_imported: Callable[[], None] | None = None, save_compiled: bool = False) -> None:
+    """The engine, the plugins and the parts of the operator that use them: about 0.3 s of CPU at a
+    cold start, done in a thread while the first LISTs are on their way (`operate`).
     `kinds_imported` is called once the catalog's kinds are known (their LISTs can be asked for)."""
     import placer.engine.kinds  # the catalog's kinds (about a third of the engine)
 
@@ -105,12 +110,18 @@ def _import_engine(kinds_imported: Callable[[], None] | None = None) -> None:
     import placer.controller.state
     import placer.plugins  # noqa: F401
 
+    if save_compiled:
+        dataclass_cache.save()
 
-def _import_kopf_side() -> None:
+
+def _import_kopf_side(save_compiled: bool = False) -> None:
     """Kopf, Placer's handlers and /healthz (aiohttp): what `operate` starts after the first resync."""
     import placer.controller.handlers
     import placer.controller.health
     import placer.controller.settings  # noqa: F401
+
+    if save_compiled:
+        dataclass_cache.save()
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -197,10 +208,13 @@ async def operate(
     ready_flag: Any = None,
     on_state: Callable[[SchedulerState], None] | None = None,
     resume_gc: bool = False,
+    save_compiled: bool = False,
 ) -> None:
     """Run one operator until `stop_flag` is set (or the task is cancelled). `resume_gc`: the garbage
     collector was turned off for the start-up; once the first resync is filed, what exists then is
-    frozen (never scanned again: modules, the cluster's objects) and collection resumes."""
+    frozen (never scanned again: modules, the cluster's objects) and collection resumes.
+    `save_compiled` (`placer run`): after each import step, `placer.dataclass_cache` is written if
+    the step compiled dataclass methods anew (the next start finds them compiled)."""
     kube = await KubeClient.connect(
         options.kubeconfig,
         pool_size=max(64, 2 * options.max_binds_in_flight + options.report_workers + 8),
@@ -220,7 +234,7 @@ async def operate(
         first_lists.ask_others([PROFILES_PATH, *(kind.path() for kind in KINDS)])
 
     try:
-        await asyncio.to_thread(_import_engine, lambda: loop.call_soon_threadsafe(ask_others))
+        await asyncio.to_thread(_import_engine, lambda: loop.call_soon_threadsafe(ask_others), save_compiled)
     except BaseException:
         first_lists.close()
         await kube.close()
@@ -270,7 +284,9 @@ async def operate(
             gc.enable()
         if _is_set((stop_flag, signalled)):  # told to stop before Kopf started: nothing of Kopf's to stop
             return
-        await asyncio.to_thread(_import_kopf_side)
+        if state.may_schedule.is_set() and state.is_leader():
+            await scheduling.under_way(KOPF_AFTER_FIRST_BIND)
+        await asyncio.to_thread(_import_kopf_side, save_compiled)
         if _is_set((stop_flag, signalled)):
             return
         from placer.controller._kopf import kopf
@@ -317,7 +333,7 @@ def run(
         options.identity,
     )
     try:
-        asyncio.run(operate(options, resume_gc=gc_paused))
+        asyncio.run(operate(options, resume_gc=gc_paused, save_compiled=True))
     except KeyboardInterrupt:
         pass
     except ImportError as error:  # PluginsNotInstalled: a source tree, not installed
