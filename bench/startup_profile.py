@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 from placer.controller.kube import Pages, Reply
+from placer.controller.listing import PENDING_FIRST_PAGE
 from placer.controller.options import Options
 from placer.controller.state import SchedulerState
 
@@ -40,25 +41,33 @@ class ReplayKube:
         self.items = {"/api/v1/nodes": nodes, "/api/v1/pods": pods,
                       "/apis/placer.dev/v1alpha1/schedulerprofiles": [PROFILE]}
         self.version = version
-        self.pages: dict[tuple[str, int], list[bytes]] = {}
+        self.pages: dict[tuple[str, int, int], bytes] = {}  # (path, offset, limit) -> the page
 
-    def encoded(self, path: str, limit: int) -> list[bytes]:
-        """The pages of `path`, encoded once (the server's work, not Placer's)."""
-        key = (path, limit)
+    def encoded(self, path: str, limit: int, first: int | None = None) -> list[bytes]:
+        """The pages of `path` (`first` items in the first, `limit` in each next), encoded once (the
+        server's work, not Placer's)."""
+        pages, offset, size = [], 0, first or limit
+        while True:
+            pages.append(self.page(path, offset, size))
+            offset, size = offset + size, limit
+            if offset >= len(self.items.get(path, [])):
+                return pages
+
+    def page(self, path: str, offset: int, limit: int) -> bytes:
+        key = (path, offset, limit)
         if key not in self.pages:
             items = self.items.get(path, [])
-            chunks = [items[i:i + limit] for i in range(0, len(items), limit)] or [[]]
-            self.pages[key] = [orjson.dumps({"kind": "List", "metadata": {
-                "resourceVersion": self.version, **({"continue": str(n + 1)} if n + 1 < len(chunks) else {})},
-                "items": chunk}) for n, chunk in enumerate(chunks)]
+            more = {"continue": str(offset + limit)} if offset + limit < len(items) else {}
+            self.pages[key] = orjson.dumps({"kind": "List", "metadata": {"resourceVersion": self.version, **more},
+                                            "items": items[offset:offset + limit]})
         return self.pages[key]
 
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), **_: Any) -> Reply:
         params = dict(query)
         limit = int(params.get("limit") or 10**9)
-        pages = self.encoded(path, limit)
+        data = self.page(path, int(params.get("continue") or 0), limit)
         await asyncio.sleep(0)
-        return Reply(200, pages[int(params.get("continue") or 0)])
+        return Reply(200, data)
 
     async def list_objects(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]:
         items: list[Any] = []
@@ -68,14 +77,17 @@ class ReplayKube:
             version = page_version
         return items, version
 
-    def list_pages(self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = 500) -> Pages:
-        return Pages(self.request, path, query, limit)
+    def list_pages(
+        self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = 500, first: int | None = None
+    ) -> Pages:
+        return Pages(self.request, path, query, limit, first)
 
 
 async def one(kube: ReplayKube, page: int, profiler: cProfile.Profile | None) -> dict[str, float]:
     state = SchedulerState(Options(leader_elect=False, pods_list_page=page), kube)  # type: ignore[arg-type]
     for path in kube.items:  # encode outside the clock
         kube.encoded(path, page)
+        kube.encoded(path, page, min(page, PENDING_FIRST_PAGE))
         kube.encoded(path, 500)
     gc.disable()
     started = time.process_time()

@@ -178,7 +178,7 @@ class FakeKube:
     async def list_objects(self, path: str, query: Any = ()) -> tuple[list[dict[str, Any]], str]:
         return [json.loads(json.dumps(item)) for item in self.lists.get(path, [])], "1000"
 
-    def list_pages(self, path: str, query: Any = (), *, limit: int = 500) -> OnePage:
+    def list_pages(self, path: str, query: Any = (), *, limit: int = 500, first: int | None = None) -> OnePage:
         """`list_objects` as the one page of a paged LIST (KubeClient.list_pages)."""
         return OnePage(path, self.list_objects(path, query))
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from placer.controller.kube import ApiError
-from placer.controller.listing import PROFILES_PATH, ResyncLists
+from placer.controller.listing import PENDING_FIRST_PAGE, PROFILES_PATH, ResyncLists
 from placer.controller.main import operate
 from placer.engine.kinds import KINDS
 
@@ -206,9 +206,9 @@ def _recorded_lists() -> tuple[FakeKube, list[tuple[str, dict[str, str]]]]:
     asked: list[tuple[str, dict[str, str]]] = []
     list_pages = kube.list_pages
 
-    def recording(path: str, query: Any = (), *, limit: int = 500) -> Any:
+    def recording(path: str, query: Any = (), *, limit: int = 500, first: int | None = None) -> Any:
         asked.append((path, dict(query)))
-        return list_pages(path, query, limit=limit)
+        return list_pages(path, query, limit=limit, first=first)
 
     kube.list_pages = recording  # type: ignore[method-assign]
     return kube, asked
@@ -289,7 +289,16 @@ async def test_the_assigned_pods_are_asked_for_once_the_pending_snapshot_is_take
         return await list_objects(path, query)
 
     kube.list_objects = held_pending  # type: ignore[method-assign]
+    firsts_asked: list[int | None] = []
+    recording = kube.list_pages
+
+    def first_sizes(path: str, query: Any = (), *, limit: int = 500, first: int | None = None) -> Any:
+        firsts_asked.append(first)
+        return recording(path, query, limit=limit, first=first)
+
+    kube.list_pages = first_sizes  # type: ignore[method-assign]
     lists = ResyncLists.ask(kube, (), 500, cached=True)
+    assert firsts_asked == [None, PENDING_FIRST_PAGE]  # the nodes whole, the pending pods' snapshot small
     for _ in range(5):
         await asyncio.sleep(0)
     assert len(asked) == 2 and lists.assigned == [] and not lists.snapshots.done()  # nodes, pending only

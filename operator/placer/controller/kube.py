@@ -303,9 +303,12 @@ class KubeClient:
         """Every item of a collection, paged; returns (items, the list's resourceVersion)."""
         return await list_objects(self.request, path, query)
 
-    def list_pages(self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE) -> Pages:
-        """A collection's LIST page by page (`Pages`); its first page is asked for at once."""
-        return Pages(self.request, path, query, limit)
+    def list_pages(
+        self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE, first: int | None = None
+    ) -> Pages:
+        """A collection's LIST page by page (`Pages`), `limit` items a page (`first`: the first
+        page's, when other); its first page is asked for at once."""
+        return Pages(self.request, path, query, limit, first)
 
     async def watch(
         self, path: str, query: Sequence[tuple[str, str]], *, connect_timeout: float, read_timeout: float

@@ -25,6 +25,7 @@ __all__ = [
     "LIST_PAGE",
     "NODES_LIST_PAGE",
     "NODES_PATH",
+    "PENDING_FIRST_PAGE",
     "PENDING_PODS_SELECTOR",
     "PROFILES_PATH",
     "Page",
@@ -42,6 +43,9 @@ ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 # the resync's two pod LISTs: the assigned pods (what a decision must know) and the pending ones
 ASSIGNED_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName!="
 PENDING_PODS_SELECTOR = ACTIVE_PODS_SELECTOR + ",spec.nodeName="
+# the pending pods' first page: the snapshot the assigned LIST waits for, and the pods a cold start's
+# first decisions are chosen among (the next pages come `pods_list_page` at a time meanwhile)
+PENDING_FIRST_PAGE = 100
 PROFILES_PATH = "/apis/placer.dev/v1alpha1/schedulerprofiles"
 
 Request = Callable[..., Awaitable["Reply"]]
@@ -57,17 +61,19 @@ class Pages:
     the server prepares it while the caller files this one. A listing starts over when its continue
     token expired (410): the caller drops what the earlier pages proved."""
 
-    def __init__(self, request: Request, path: str, query: Sequence[tuple[str, str]], limit: int) -> None:
+    def __init__(
+        self, request: Request, path: str, query: Sequence[tuple[str, str]], limit: int, first: int | None = None
+    ) -> None:
         self._request, self.path, self._query, self._limit = request, path, list(query), limit
         self._token = ""
         self._restarted = False
-        self._pending: asyncio.Future[Reply] | None = self._page()
+        self._pending: asyncio.Future[Reply] | None = self._page(first or limit)
 
-    def _page(self) -> asyncio.Future[Reply]:
+    def _page(self, limit: int | None = None) -> asyncio.Future[Reply]:
         query = self._query
         if self._token:  # a continue token carries the listing's version: the server refuses another
             query = [(key, value) for key, value in query if key not in ("resourceVersion", "resourceVersionMatch")]
-        params = [*query, ("limit", str(self._limit)), *((("continue", self._token),) if self._token else ())]
+        params = [*query, ("limit", str(limit or self._limit)), *((("continue", self._token),) if self._token else ())]
         return asyncio.ensure_future(self._request("GET", self.path, query=params))
 
     def __aiter__(self) -> Pages:
@@ -132,7 +138,9 @@ async def list_objects(request: Request, path: str, query: Sequence[tuple[str, s
 
 
 class Lister(Protocol):
-    def list_pages(self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE) -> Pages: ...
+    def list_pages(
+        self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE, first: int | None = None
+    ) -> Pages: ...
 
     async def list_objects(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Any], str]: ...
 
@@ -179,7 +187,8 @@ class ResyncLists:
             query=query,
             page=page,
             nodes=client.list_pages(NODES_PATH, query, limit=max(page, NODES_LIST_PAGE)),
-            pending=[client.list_pages(path, [("fieldSelector", PENDING_PODS_SELECTOR)], limit=page) for path in paths],
+            pending=[client.list_pages(path, [("fieldSelector", PENDING_PODS_SELECTOR)], limit=page,
+                                       first=min(page, PENDING_FIRST_PAGE)) for path in paths],
             asked_at=time.monotonic(),
         )
 
