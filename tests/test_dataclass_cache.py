@@ -189,3 +189,18 @@ def test_precompile_leaves_placer_run_nothing_to_compile(tmp_path: Path) -> None
     after = subprocess.run([sys.executable, "-c", count], env=env, capture_output=True, text=True, timeout=120)
     assert after.returncode == 0, after.stderr
     assert after.stdout.split() == ["0", str(used)]
+
+
+def test_released_tables_are_gone_and_classes_still_compile(builtin_exec: None, monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    """`placer run` drops the tables once its imports are done: a class made later compiles its
+    methods (as without the cache) and nothing more is written."""
+    cache = CodeCache(tmp_path / "cache.marshal")
+    monkeypatch.setattr(dataclasses, "exec", cache.exec, raising=False)
+    _make_classes()
+    assert cache.save() and cache.used
+    cache.release()
+    assert cache.stored == {} and cache.used == {}
+    frozen, _ = _make_classes()
+    assert frozen("a") == frozen("a") and cache.used  # compiled as usual
+    assert not cache.save(force=True) and len(CodeCache(tmp_path / "cache.marshal").stored) > 0  # file untouched

@@ -22,6 +22,7 @@ decision (Placer's records, pydantic's, annotated_types'): some 720 compiles, ab
   alone). The container image writes it at build time: `python -m placer.precompile`.
 
 Loading it costs about 5 ms; it is trusted as the `.pyc` files beside it are (same directory).
+Once `placer run` has imported Kopf's side too, the tables are dropped (`release`, about 2 MB).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-__all__ = ["CodeCache", "cache_path", "install", "save"]
+__all__ = ["CodeCache", "cache_path", "install", "release", "save"]
 
 #: changes when the file's layout does
 FORMAT = b"placer-dataclasses-1\n"
@@ -118,6 +119,14 @@ class CodeCache:
         return True
 
 
+    def release(self) -> None:
+        """Drop the tables (the source texts and what the file held beyond this process's use):
+        `placer run` is done importing. A class made later compiles its methods, as without a
+        cache, and nothing more is saved."""
+        self.path = None
+        self.stored, self.used = {}, {}
+
+
 _installed: CodeCache | None = None
 
 
@@ -134,3 +143,9 @@ def install(path: Path | None = None) -> CodeCache:
 def save(*, force: bool = False) -> bool:
     """`CodeCache.save` of the installed cache (False when none is installed)."""
     return _installed.save(force=force) if _installed is not None else False
+
+
+def release() -> None:
+    """`CodeCache.release` of the installed cache, if any."""
+    if _installed is not None:
+        _installed.release()

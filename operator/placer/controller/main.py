@@ -122,6 +122,7 @@ def _import_kopf_side(save_compiled: bool = False) -> None:
 
     if save_compiled:
         dataclass_cache.save()
+        dataclass_cache.release()  # nothing more to import: the tables are not needed again
 
 
 def _stop_on_signals() -> asyncio.Event:
