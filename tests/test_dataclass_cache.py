@@ -126,6 +126,7 @@ def test_the_file_holds_what_one_process_used_and_is_replaced_whole(builtin_exec
     monkeypatch.setattr(dataclasses, "exec", cache.exec, raising=False)
     _make_classes()
     assert cache.compiled > 0 and cache.save()  # compiled anew: saved
+    assert any("gone" in text for text in cache.stored)  # what the file held stays at hand for a later step
     again = CodeCache(path)
     assert len(again.stored) == len(cache.used) and not any("gone" in text for text in again.stored)
     assert sorted(p.name for p in path.parent.iterdir()) == ["cache.marshal"]  # no temporary left behind

@@ -114,8 +114,7 @@ class CodeCache:
             with contextlib.suppress(OSError):
                 temporary.unlink()
             return False
-        self.stored = dict(self.used)
-        self.compiled = 0
+        self.compiled = 0  # (what the file held stays at hand: a later import step may use it)
         return True
 
 

@@ -12,12 +12,12 @@ kinds) and /healthz start only then (`Options.kopf_start_delay` at the latest, s
 server not answer the resync), and once the first bind is answered or the queue held nothing to
 decide (`KOPF_AFTER_FIRST_BIND` at the latest): Kopf's and aiohttp's imports (~0.2 s, done in a
 thread holding the GIL) and Kopf's own start-up (API discovery, a LIST per kind) are not on the way
-to the first binding, and Kopf's first listing replays whatever changed meanwhile. The methods
-`@dataclass` generates come compiled from `placer.dataclass_cache` (`save_compiled`). Nothing on the way
-imports them, nor kubernetes_asyncio's generated client (`placer.controller._kopf`,
-`placer.controller.kubeconfig`). Until Kopf installs its signal handlers, SIGTERM/SIGINT stop the
-operator gracefully here. `placer run` keeps the garbage collector off until the first resync
-is filed (`resume_gc`).
+to the first binding, and Kopf's first listing replays whatever changed meanwhile. Nothing on the
+way imports them, nor kubernetes_asyncio's generated client (`placer.controller._kopf`,
+`placer.controller.kubeconfig`). The methods `@dataclass` generates come compiled from
+`placer.dataclass_cache` (`save_compiled`). Until Kopf installs its signal handlers,
+SIGTERM/SIGINT stop the operator gracefully here. `placer run` keeps the garbage collector off
+until the first resync is filed (`resume_gc`).
 """
 
 from __future__ import annotations
