@@ -7,8 +7,12 @@ each contender is started cold and stopped at its first binding: kube-scheduler 
 limits, as bench/real_bench.py), Placer from this checkout and, with `--source DIR`, Placer from
 another tree's `operator/` (A/B in the same run). The clock runs from the process's spawn to the
 first of its pods seen bound through a watch; both schedulers LIST every pod and node, whatever
-their schedulerName, so both read the same 45,000 objects at 15,000 / 30,000. Each start binds a
-few hundred pods before it is stopped: the backlog stays (it shrinks by well under 1 % a round).
+their schedulerName, so both read the same 45,000 objects at 15,000 / 30,000. Each start binds
+some pods before it is stopped (Placer a few hundred: its binds in flight land as it drains); these
+are then deleted and created again, pending, under the same names, so every start meets the same
+backlog: the LIST's order (by name) alternates between the two schedulers' pods from its first page
+on, and no pod is assigned. (Without this, the first pages of later rounds held only the pods of the
+scheduler that had bound fewer, and the other waited for a later page: a harness artefact.)
 Placer's start-up log lines (`placer.resync` "start-up LISTs ...") are printed with its figures.
 
     python bench/first_binding.py [--nodes 15000] [--pods 30000] [--rounds 3] [--source DIR] [--json FILE]
@@ -35,7 +39,8 @@ import real_bench  # noqa: E402
 from synthetic import cluster as synthetic_cluster  # noqa: E402
 
 
-async def fill(api: real_bench.Api, kubeconfig: Path, nodes: int, pods: int) -> None:
+async def fill(api: real_bench.Api, kubeconfig: Path, nodes: int, pods: int) -> dict[str, tuple[str, str, Any, str]]:
+    """The plane filled; returns each pod's creation call by name (to create it again)."""
     node_objs, pod_objs, _ = synthetic_cluster(nodes, pods)
     started = time.monotonic()
     await real_bench.populate(api, node_objs, kubeconfig)
@@ -43,6 +48,7 @@ async def fill(api: real_bench.Api, kubeconfig: Path, nodes: int, pods: int) -> 
              *real_bench.pod_calls(pod_objs[1::2], real_bench.KUBE_SCHEDULER_NAME)]
     await api.many(calls)
     print(f"filled {nodes} nodes, {pods} pods in {time.monotonic() - started:.0f} s", flush=True)
+    return {call[2]["metadata"]["name"]: call for call in calls}
 
 
 def spawn(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path, source: Path | None) -> subprocess.Popen[bytes]:
@@ -56,8 +62,19 @@ def spawn(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path, source: P
                             env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+async def restore_backlog(api: real_bench.Api, creations: dict[str, tuple[str, str, Any, str]]) -> int:
+    """The pods bound in the last start, deleted and created again pending (the same creation call):
+    the next start meets the backlog the first did. Returns how many."""
+    path = f"/api/v1/namespaces/{real_bench.NAMESPACE}/pods"
+    bound = [pod["metadata"]["name"] for pod in
+             (await api.call("GET", f"{path}?fieldSelector=spec.nodeName%21%3D"))["items"]]
+    await api.many([("DELETE", f"{path}/{name}?gracePeriodSeconds=0", None, "application/json") for name in bound])
+    await api.many([creations[name] for name in bound])
+    return len(bound)
+
+
 async def first_binding(api: real_bench.Api, which: str, kubeconfig: Path, kube_bin: Path, workdir: Path,
-                        source: Path | None) -> float:
+                        source: Path | None, creations: dict[str, tuple[str, str, Any, str]]) -> float:
     watch = real_bench.Watch(1)
     watcher = asyncio.create_task(real_bench.count_bindings(api, watch, time.time() + 120))
     await asyncio.sleep(0.5)  # the watch is open
@@ -75,7 +92,9 @@ async def first_binding(api: real_bench.Api, which: str, kubeconfig: Path, kube_
     if not watch.bound_at:
         raise RuntimeError(f"{which}: no binding in 120 s")
     await asyncio.sleep(1.0)  # binds in flight land before the next contender starts
-    return min(watch.bound_at.values()) - started
+    first = min(watch.bound_at.values()) - started
+    await restore_backlog(api, creations)
+    return first
 
 
 async def rounds(kube_bin: Path, state: Path, workdir: Path, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -83,13 +102,13 @@ async def rounds(kube_bin: Path, state: Path, workdir: Path, args: argparse.Name
     api = real_bench.Api()
     results: dict[str, list[float]] = {}
     try:
-        await fill(api, kubeconfig, args.nodes, args.pods)
+        creations = await fill(api, kubeconfig, args.nodes, args.pods)
         contenders = ["kube-scheduler", "placer", *(["placer-source"] if args.source else [])]
         for round_ in range(args.rounds):
             order = contenders if round_ % 2 == 0 else contenders[::-1]
             for which in order:
                 source = args.source if which == "placer-source" else None
-                seconds = await first_binding(api, which, kubeconfig, kube_bin, workdir, source)
+                seconds = await first_binding(api, which, kubeconfig, kube_bin, workdir, source, creations)
                 results.setdefault(which, []).append(seconds)
                 lines = ""
                 if which.startswith("placer"):
