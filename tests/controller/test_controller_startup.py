@@ -19,6 +19,8 @@ import pytest
 from placer.controller.kube import ApiError
 from placer.controller.listing import PENDING_FIRST_PAGE, PROFILES_PATH, ResyncLists
 from placer.controller.main import operate
+from placer.controller.options import Options
+from placer.controller.resync import FILE_CHUNK
 from placer.engine.kinds import KINDS
 
 from tests.controller.helpers import FakeKube, Launch, OperatorThread, node, operator_options, pod, unit_state, until
@@ -29,6 +31,7 @@ PROFILE = {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}}
 # the resync's two pod LISTs, as their raw (percent-encoded) queries say
 ASSIGNED = r"spec\.nodeName(!|%21)%3D"
 PENDING = r"spec\.nodeName%3D(&|$)"
+EAGER = Options().pods_list_page  # the pending pods filed before the first decisions
 
 
 def setup(emu: KubeEmulator) -> None:
@@ -324,10 +327,11 @@ async def test_the_assigned_pods_are_asked_for_once_the_pending_snapshot_is_take
 
 def test_placer_run_asks_for_its_first_lists_before_it_imports_the_engine() -> None:
     """What `operate` needs before its first LISTs (the client, the options, the listing) imports no
-    numpy, pydantic or plugin: those come in `_import_engine`, while the server answers."""
+    numpy, pydantic or plugin: those come in `_import_engine`, while the server answers; nor
+    python-socks or tempfile (only a SOCKS proxy, a kubeconfig's inline certificates need them)."""
     code = ("import sys; import placer.cli, placer.controller.main; "
             "heavy = sorted(m for m in ('numpy', 'pydantic', 'placer.plugins', 'placer.engine.framework', "
-            "'placer.controller.state') if m in sys.modules); assert not heavy, heavy; "
+            "'placer.controller.state', 'python_socks', 'tempfile') if m in sys.modules); assert not heavy, heavy; "
             "placer.controller.main._import_engine(); "
             "assert {'numpy', 'placer.plugins', 'placer.controller.state'} <= set(sys.modules); print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -370,3 +374,53 @@ async def test_the_small_lists_asked_ahead_share_a_few_connections() -> None:
     assert most == ResyncLists.LANES
     lists.close()
     assert lists.others == {}
+
+
+async def _pending_filed_by_decidable(pending: int) -> tuple[int, int, int]:
+    """A cold start's resync over `pending` pending pods (one page, already answered): how many
+    pending pods were filed when it became decidable, when a coroutine waiting for that got its
+    first turn, and in the end."""
+    kube = FakeKube()
+    kube.lists["/api/v1/nodes"] = [node("n1")]
+    kube.lists["/api/v1/pods"] = [pod(f"p{index:04}", rv=index + 1) for index in range(pending)]
+    state = unit_state(kube)
+    filed: list[str] = []
+    observe = state.cache.observe_pod
+
+    def counted(raw: Any) -> Any:
+        filed.append(raw["metadata"]["name"])
+        return observe(raw)
+
+    state.cache.observe_pod = counted  # type: ignore[method-assign]
+    at_decidable: list[int] = []
+    fire = state.resync.decided.fire
+    state.resync.decided.fire = lambda: (at_decidable.append(len(filed)), fire())[1]  # type: ignore[method-assign]
+    seen: list[int] = []
+
+    async def first_turn_after_decidable() -> None:
+        await state.resync.decided.wait()
+        seen.append(len(filed))
+
+    watcher = asyncio.create_task(first_turn_after_decidable())
+    await asyncio.sleep(0)  # waiting
+    await state.resync.run()
+    await watcher
+    assert len(state.cache.pending_keys()) == pending
+    # (this fake ignores field selectors: its assigned LIST files every pod too, before the pending one)
+    return at_decidable[0] - pending, seen[0] - pending, len(filed) - pending
+
+
+async def test_a_small_backlog_is_filed_whole_before_the_first_decision() -> None:
+    """Up to a page's worth of pending pods (`pods_list_page`, 500), the first decisions wait for
+    every one (as kube-scheduler's, its informer synced): they are taken in queue order, as
+    `placer simulate` takes them."""
+    assert await _pending_filed_by_decidable(EAGER - 1) == (EAGER - 1,) * 3
+
+
+async def test_the_first_decisions_of_a_big_backlog_do_not_wait_for_every_page_already_here() -> None:
+    """Past a page's worth, the rest is filed `FILE_CHUNK` pods at a time with a turn of the event
+    loop between (the scheduling loop decides and binds meanwhile): pages already answered do not
+    await, and filing them in one go (~80 µs a pod) would hold the first binding back."""
+    at_decidable, at_first_turn, in_the_end = await _pending_filed_by_decidable(EAGER + 20 * FILE_CHUNK)
+    assert at_decidable == EAGER and in_the_end == EAGER + 20 * FILE_CHUNK
+    assert at_first_turn < EAGER + 2 * FILE_CHUNK  # the loop turned before the rest was filed

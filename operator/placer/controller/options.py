@@ -65,7 +65,8 @@ class Options:
     report_queue_limit: int = 10_000
     event_series_interval: float = 30.0  # least time between two series updates of one event
 
-    # pods per page of a resync's pod LIST: its pages are filed while the server prepares the next
+    # pods per page of a resync's pod LIST: its pages are filed while the server prepares the next;
+    # the first decisions wait for this many pending pods (every one, when fewer are pending)
     pods_list_page: int = 500
     # Kopf and /healthz start once the first resync is done, or after this many seconds
     kopf_start_delay: float = 10.0

@@ -47,6 +47,14 @@ KOPF_KINDS = ("profiles", *(kind.plural for kind in CATALOG_KINDS))
 # Kopf delivers a listing in one burst; a listing event this long after the previous one of its
 # kind starts a new listing
 RELIST_GAP = 1.0
+#: after the first page's worth of pending pods (`Options.pods_list_page`), pending pods are filed
+#: this many at a time with a turn of the event loop between (under 1 ms each): pages already here
+#: do not await, and a page of 500 filed in one go (~40 ms) would keep the scheduling loop and its
+#: binds waiting
+FILE_CHUNK = 10
+#: turns of the event loop given once the first decisions may start, before the next page's JSON
+#: is decoded (~16 ms for 500 pods): the coordinator's wake-ups, the first cycle, its bind
+FIRST_TURNS = 4
 
 
 def _number(version: str) -> int:
@@ -134,7 +142,8 @@ class Resync:
 
         A decision needs every node and assigned pod, not every pending one: the pods are two
         LISTs, pending (`spec.nodeName=`) and assigned (`spec.nodeName!=`); once the nodes, the
-        profiles, the catalog kinds and the assigned pods are filed the resync is decidable
+        profiles, the catalog kinds, the assigned pods and a page's worth of pending pods
+        (`Options.pods_list_page`; all of them, when fewer) are filed the resync is decidable
         (`until_decidable`) and scheduling may start while the pending pods' pages still come
         (each filed pod is queued at once, as from a watch). The pending LIST's snapshot is taken
         first (its first page answered before the assigned LIST is asked for): a pod bound
@@ -163,17 +172,17 @@ class Resync:
 
     async def _apply(self, lists: ResyncLists, timing: StartupTiming) -> None:
         """`run`'s LISTs filed: the profiles and catalog kinds, the nodes' and assigned pods' pages
-        as they come (decidable then), then the pending pods'. The assigned pods' LISTs are asked
-        for once the pending LISTs' snapshots are taken (`ResyncLists.snapshots`). `lists.query`:
-        `resourceVersion=0`, the API server's watch cache, for the nodes, assigned pods, profiles
-        and catalog kinds of a process's first resync (as client-go's reflector lists first): a
-        consistent LIST goes to etcd unless etcd reports watch progress (3.4.31+, 3.5.13+), every
-        pod decoded there and scanned for the field selector, at 30,000 pods seconds of the
-        server's CPU; the cache may lag by its watch's delay (so may the assigned snapshot behind
-        the pending one), as kube-scheduler's informers do. The cache ignores `limit` (one answer
-        per LIST), so the pending pods, needed a page at a time, stay consistent pages. Later
-        resyncs (a new term, a relist) read consistently: a new leader must see what the last one
-        bound."""
+        as they come, then the pending pods' (decidable after a page's worth). The assigned pods'
+        LISTs are asked for once the pending LISTs' snapshots are taken (`ResyncLists.snapshots`).
+        `lists.query`: `resourceVersion=0`, the API server's watch cache, for the nodes, assigned
+        pods, profiles and catalog kinds of a process's first resync (as client-go's reflector
+        lists first): a consistent LIST goes to etcd unless etcd reports watch progress (3.4.31+,
+        3.5.13+), every pod decoded there and scanned for the field selector, at 30,000 pods
+        seconds of the server's CPU; the cache may lag by its watch's delay (so may the assigned
+        snapshot behind the pending one), as kube-scheduler's informers do. The cache ignores
+        `limit` (one answer per LIST), so the pending pods, needed a page at a time, stay
+        consistent pages. Later resyncs (a new term, a relist) read consistently: a new leader
+        must see what the last one bound."""
         others = asyncio.ensure_future(asyncio.gather(
             self._list_profiles(lists), *(self._list_kind(kind, lists) for kind in CATALOG_KINDS)))
         nodes = asyncio.ensure_future(self._file_nodes(lists.nodes, timing))
@@ -190,11 +199,16 @@ class Resync:
             listed: set[str] = set()
             versions = await self._file_pods(assigned, [None] * len(assigned), listed, timing, "assigned pods")
             await nodes
-            timing.report("decidable")
-            self.decidables += 1
-            self.decided.fire()
+
+            def decidable() -> None:
+                timing.step("pending pods", "first pending pods")
+                timing.report("decidable")
+                self.decidables += 1
+                self.decided.fire()
+
             versions = [min(pair, key=_number) for pair in zip(
-                versions, await self._file_pods(pending, firsts, listed, timing, "pending pods"), strict=True)]
+                versions, await self._file_pods(pending, firsts, listed, timing, "pending pods", decidable),
+                strict=True)]
         except BaseException:  # one LIST failed (or the resync was cancelled): the others are dropped
             for task in (nodes, others):
                 task.cancel()
@@ -238,28 +252,58 @@ class Resync:
                 self.state.catalog.observe(kind, raw)
             self.state.catalog.prune(kind, items, version, _gone)
 
-    async def _file_pods(self, pod_pages: list[Pages], firsts: list[Page | None],
-                         listed: set[str], timing: StartupTiming, what: str) -> list[str]:
+    async def _file_pods(self, pod_pages: list[Pages], firsts: list[Page | None], listed: set[str],
+                         timing: StartupTiming, what: str, on_eager: Callable[[], None] | None = None) -> list[str]:
         """File each listing's pages (`firsts`: its first page, when already taken) and add what
-        they listed to `listed`; returns each listing's resourceVersion."""
+        they listed to `listed`; returns each listing's resourceVersion. `on_eager` (the pending
+        pods) is called once a page's worth is filed (`Options.pods_list_page`, 500), or every pod
+        if fewer: a cluster with no bigger backlog is decided as kube-scheduler decides it (every
+        pending pod known, taken in queue order), a bigger one as its pages come. Then the
+        scheduling loop is given `FIRST_TURNS` turns of the event loop, and the rest is filed
+        `FILE_CHUNK` pods at a time with a turn between, so that the first binds do not wait for
+        every page already answered to be filed. Without it, pages are filed whole."""
         cache = self.state.cache
         versions: list[str] = []
+        eager = max(self.state.options.pods_list_page, 1)
+        filed = 0
+        streaming = False  # `on_eager` was called: chunks, with turns between
         for pages, first in zip(pod_pages, firsts, strict=True):
             listed_here: set[str] = set()
             version = ""
             page = first if first is not None else await anext(pages, None)
             while page is not None:
                 items, version, restarted = page  # every page of one listing carries its version
-                started = time.perf_counter()
                 if restarted:  # its continue token expired: only the new listing proves anything gone
                     listed_here.clear()
-                for raw in items:  # the pod watch resumes from this LIST: nothing is provisional
-                    cache.observe_pod(raw)
-                    listed_here.add(pod_key(raw))
-                timing.filed(what, len(items), time.perf_counter() - started)
+                start = 0
+                while True:  # (an empty page still counts)
+                    if streaming:
+                        end = start + FILE_CHUNK
+                    elif on_eager is not None:
+                        end = start + eager - filed
+                    else:
+                        end = len(items)
+                    chunk = items[start:end]
+                    started = time.perf_counter()
+                    for raw in chunk:  # the pod watch resumes from this LIST: nothing is provisional
+                        cache.observe_pod(raw)
+                        listed_here.add(pod_key(raw))
+                    timing.filed(what, len(chunk), time.perf_counter() - started)
+                    filed, start = filed + len(chunk), end
+                    if streaming:
+                        await asyncio.sleep(0)  # the scheduling loop decides meanwhile
+                    elif on_eager is not None and filed >= eager:
+                        on_eager()
+                        streaming = True
+                        for _ in range(FIRST_TURNS):
+                            await asyncio.sleep(0)
+                    if start >= len(items):
+                        break
                 page = await anext(pages, None)
             listed |= listed_here
             versions.append(version)
+        if on_eager is not None and not streaming:
+            on_eager()  # fewer pending pods than a page's worth: every one is filed
         timing.step(what)
         return versions
 
@@ -365,9 +409,9 @@ class Resync:
 
     async def until_decidable(self) -> None:
         """A resync (retried as `until_done`) that goes on in the background once decidable: returns
-        when every node and assigned pod is filed. A resync still running from before is cancelled
-        (this one lists everything again); the running one is in the state's tasks until it ends, so
-        that the operator's stop cancels it."""
+        when every node and assigned pod is filed, and a page's worth of pending pods. A
+        resync still running from before is cancelled (this one lists everything again); the
+        running one is in the state's tasks until it ends, so that the operator's stop cancels it."""
         previous = self._running
         if previous is not None and not previous.done():
             previous.cancel()

@@ -33,8 +33,10 @@ class StartupTiming:
         self.items[kind] = self.items.get(kind, 0) + items
         self.filing[kind] = self.filing.get(kind, 0.0) + seconds
 
-    def step(self, what: str) -> None:
-        done = f"{what} by {time.perf_counter() - self.started:.2f} s (CPU {time.process_time() - self.cpu:.2f} s)"
+    def step(self, what: str, label: str | None = None) -> None:
+        """`what` (its filing so far, if any) is done, logged as `label` (`what` by default)."""
+        seconds, cpu = time.perf_counter() - self.started, time.process_time() - self.cpu
+        done = f"{label or what} by {seconds:.2f} s (CPU {cpu:.2f} s)"
         if what in self.items:
             done += f": {self.items[what]} filed in {self.filing[what]:.2f} s"
         self.steps.append(done)
