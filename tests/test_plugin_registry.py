@@ -304,3 +304,21 @@ def test_uninstalled_source_tree_is_a_clear_error(code: str, check: Callable[[An
     process = run_without_entry_points(code)
     assert process.returncode != 0 and check(process), process.stderr
     assert "Placer is not installed" in process.stderr and "make install" in process.stderr
+
+
+def test_args_validators_are_built_when_first_used_not_at_import() -> None:
+    """`PluginArgs` defers each subclass's validator (`defer_build`): a cold start imports every
+    plugin and its profiles use a few; a profile's compile builds those it uses, and they work."""
+    code = (
+        "from placer.plugins import REGISTRY; "
+        "built = [c.Args.__name__ for c in REGISTRY.values() if c.Args.__pydantic_complete__]; "
+        "assert not built, built; "
+        "from placer.engine.profile import compile_profile; "
+        "compile_profile('p', {'schedulerName': 'x', 'scores': [{'name': 'NodeResourcesFit', "
+        "'args': {'scoringStrategy': {'type': 'MostAllocated'}}}]}, 1); "
+        "from placer.plugins.node_resources_fit import NodeResourcesFit; "
+        "assert NodeResourcesFit.Args.__pydantic_complete__; "
+        "assert [c for c in REGISTRY.values() if not c.Args.__pydantic_complete__]; print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import ssl
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from placer.controller import http_stream
 from placer.controller.http import HttpClient, HttpError
+from placer.controller.http_tls import ascii_hostname
 from placer.controller.proxy_env import proxy_for
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -390,3 +394,21 @@ def test_absolute_form_and_credentials_for_an_http_server_behind_a_proxy() -> No
     tunnelled = HttpClient("https://api.example", proxy="http://user:pw@proxy.example:3128")
     assert tunnelled.encode("GET", "/version", "", None).startswith(b"GET /version HTTP/1.1\r\nHost: api.example\r\n")
     assert b"Proxy-Authorization" not in tunnelled.encode("GET", "/version", "", None)  # on the CONNECT only
+
+
+def test_an_ascii_server_name_skips_the_idna_codec_and_names_the_same_server() -> None:
+    """`ascii_hostname`: what `ssl` is given for SNI and the name check is the name IDNA gives, for
+    ASCII names without importing the codec; other names still go through IDNA."""
+    context = ssl.create_default_context()
+    for name in ("kubernetes.default.svc", "Kube-API.Example.COM", "127.0.0.1", "::1"):
+        given = ascii_hostname(name)
+        assert isinstance(given, bytes)
+        via_bytes = context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname=given)
+        via_idna = context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname=name)
+        assert via_bytes.server_hostname == via_idna.server_hostname
+    assert ascii_hostname("bücher.example") == "bücher.example" and ascii_hostname(None) is None
+    code = ("import sys, ssl; from placer.controller.http_tls import ascii_hostname; "
+            "ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), "
+            "server_hostname=ascii_hostname('kubernetes.default.svc')); print('encodings.idna' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr

@@ -42,8 +42,6 @@ import ssl
 from collections import deque
 from collections.abc import Mapping
 
-from python_socks import ProxyError as SocksError
-
 from placer.controller.http_proxy import ProxyRoute, origin, redact
 from placer.controller.http_proxy import authority as authority_of
 from placer.controller.http_reply import (
@@ -297,8 +295,6 @@ class HttpClient:
             raise
         except ssl.SSLCertVerificationError as error:  # (our own handshake's are NotSentErrors already)
             raise handshake_error(error, proxy.where if proxy is not None else self.host) from error
-        except SocksError as error:  # (python-socks' refusals are not OSErrors)
-            raise NotSentError(f"{proxy.where if proxy else 'the proxy'} refused: {error}") from error
         except OSError as error:  # refused, unreachable, reset, a TLS failure with an https proxy
             if isinstance(error, TimeoutError):
                 raise  # (the caller's deadline, reported as such)

@@ -109,12 +109,16 @@ class ProxyRoute:
         if self.socks is not None:
             # imported here: python-socks' asyncio part costs about 50 ms of every start-up, and
             # few clusters are reached through a SOCKS proxy
+            from python_socks import ProxyError as SocksError
             from python_socks import ProxyType
             from python_socks.async_.asyncio import Proxy as SocksProxy
 
             user, password, remote_dns = self.socks
             hop = SocksProxy(ProxyType.SOCKS5, self.host, self.port, user, password, rdns=remote_dns, loop=loop)
-            sock = await hop.connect(host, port, timeout=None)  # (the caller's deadline bounds it)
+            try:
+                sock = await hop.connect(host, port, timeout=None)  # (the caller's deadline bounds it)
+            except SocksError as error:  # (python-socks' refusals are not OSErrors)
+                raise NotSentError(f"{self.where} refused: {error}") from error
             try:
                 await loop.create_connection(lambda: conn, sock=sock)
             except BaseException:

@@ -23,7 +23,7 @@ from placer.controller.http_reply import HttpError, NotSentError, TlsVerificatio
 if TYPE_CHECKING:
     from placer.controller.http import HttpClient
 
-__all__ = ["handshake_error", "tls_context"]
+__all__ = ["ascii_hostname", "handshake_error", "tls_context"]
 
 
 def tls_context(
@@ -43,6 +43,16 @@ def tls_context(
     if not strict:
         context.verify_flags &= ~ssl.VERIFY_X509_STRICT
     return context
+
+
+def ascii_hostname(hostname: str | None) -> str | bytes | None:
+    """The name for SNI and the certificate check, as `ssl` wants it: an ASCII name as bytes, which
+    `ssl` takes as it is, where a str goes through the IDNA codec, whose first use imports
+    `encodings.idna`, `stringprep` and `unicodedata` (a few ms of a cold start). For an ASCII name
+    the two give the same name; any other goes through IDNA as before."""
+    if hostname is not None and hostname.isascii():
+        return hostname.encode("ascii")
+    return hostname
 
 
 def handshake_error(error: BaseException, what: str) -> NotSentError:
@@ -73,7 +83,7 @@ class _TlsConnection(_Connection):
         self.tls_out = ssl.MemoryBIO()
         assert client._ssl is not None
         self.tls = client._ssl.wrap_bio(self.tls_in, self.tls_out, server_side=False,
-                                        server_hostname=client._server_hostname)
+                                        server_hostname=ascii_hostname(client._server_hostname))
         self.handshake: asyncio.Future[None] = loop.create_future()
         self.shaken = False
         self.clean_eof = False  # until the server's close_notify

@@ -35,7 +35,6 @@ import contextlib
 import datetime as dt
 import inspect
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -244,6 +243,8 @@ def _temp_file(content: bytes) -> str:
         return name
     if not _TEMP_FILES:
         atexit.register(_remove_temp_files)
+    import tempfile  # (here: with shutil and lzma, ~5 ms of a start whose kubeconfig names its files)
+
     descriptor, name = tempfile.mkstemp(prefix="placer-kubeconfig-")
     with os.fdopen(descriptor, "wb") as file:
         file.write(content)
