@@ -209,3 +209,32 @@ def test_node_metrics_units() -> None:
     with pytest.raises(ObjectError) as caught:
         parse_node_metrics(node_metrics("n", "lots", "1Gi"))
     assert caught.value.path == "usage.cpu"
+
+
+def test_equal_spread_constraints_are_parsed_once_and_match_label_keys_keep_pods_apart() -> None:
+    """`parse_spread_constraints` shares one parse between pods whose constraints read the same
+    (a workload's pods, each parsed twice), never between pods whose matchLabelKeys name
+    different label values, and never keeps an invalid list (its error comes every time)."""
+    from placer.engine.fields import FieldError
+    from placer.engine.relations import parse_spread_constraints
+
+    def constraints(group: str) -> list[dict[str, object]]:  # a fresh decode each time, as from JSON
+        return [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"group": group}}, "matchLabelKeys": ["hash"]}]
+
+    first = parse_spread_constraints(constraints("a"), {"group": "a", "hash": "1"})
+    again = parse_spread_constraints(constraints("a"), {"group": "a", "hash": "1", "other": "x"})
+    assert again is first
+    other_hash = parse_spread_constraints(constraints("a"), {"group": "a", "hash": "2"})
+    assert other_hash is not first and other_hash[0].selector != first[0].selector
+    assert other_hash[0].selector.matches({"group": "a", "hash": "2"})
+    assert not other_hash[0].selector.matches({"group": "a", "hash": "1"})
+    other_group = parse_spread_constraints(constraints("b"), {"group": "b", "hash": "1"})
+    assert other_group[0].selector.matches({"group": "b", "hash": "1"})
+    invalid = [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]
+    for _ in range(2):
+        with pytest.raises(FieldError, match="maxSkew"):
+            parse_spread_constraints(invalid, {})
+    long = [{"maxSkew": 1, "topologyKey": f"key-{index}", "whenUnsatisfiable": "DoNotSchedule"}
+            for index in range(80)]  # past the memo's bound on a list's text: parsed each time
+    assert parse_spread_constraints(long, {}) is not parse_spread_constraints(long, {})

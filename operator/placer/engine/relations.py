@@ -233,8 +233,37 @@ def parse_spread_constraint(raw: Any, path: str, labels: Mapping[str, str]) -> S
     )
 
 
+#: parsed `topologySpreadConstraints` by their text and the pod's values of their matchLabelKeys:
+#: the pods of a workload repeat one list, parsed for each pod at least twice (its LIST or ADDED
+#: event, then its binding's MODIFIED one), 24 µs of a 50 µs pod parse
+_SPREAD_PARSED: dict[tuple[str, tuple[tuple[str, str | None], ...]], tuple[SpreadConstraint, ...]] = {}
+_SPREAD_PARSED_LIMIT = 4096
+_SPREAD_TEXT_LIMIT = 4096  # longer lists are parsed each time: the memo's size stays bounded
+
+
 def parse_spread_constraints(raw: Any, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
-    """`spec.topologySpreadConstraints`; a (topologyKey, whenUnsatisfiable) pair may appear once."""
+    """`spec.topologySpreadConstraints`; a (topologyKey, whenUnsatisfiable) pair may appear once.
+    The result (immutable) is shared by the pods whose constraints read the same: the same text
+    (`repr` of the decoded JSON) and the same values of the labels their matchLabelKeys name. An
+    invalid list is never kept: its error is raised anew each time."""
+    if not isinstance(raw, list):
+        return _parse_spread_constraints(raw, labels)
+    text = repr(raw)
+    if len(text) > _SPREAD_TEXT_LIMIT:
+        return _parse_spread_constraints(raw, labels)
+    keys = [key for item in raw if isinstance(item, Mapping) and isinstance(item.get("matchLabelKeys"), list)
+            for key in item["matchLabelKeys"] if isinstance(key, str)]
+    memo = (text, tuple((key, labels.get(key)) for key in keys))
+    parsed = _SPREAD_PARSED.get(memo)
+    if parsed is None:
+        parsed = _parse_spread_constraints(raw, labels)
+        if len(_SPREAD_PARSED) >= _SPREAD_PARSED_LIMIT:
+            _SPREAD_PARSED.clear()
+        _SPREAD_PARSED[memo] = parsed
+    return parsed
+
+
+def _parse_spread_constraints(raw: Any, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
     path = "spec.topologySpreadConstraints"
     constraints = tuple(parse_spread_constraint(c, f"{path}[{i}]", labels) for i, c in enumerate(sequence(raw, path)))
     seen: set[tuple[str, str]] = set()
