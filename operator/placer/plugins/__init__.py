@@ -120,6 +120,18 @@ def check_plugin_class(name: str, obj: object) -> str | None:
     return None
 
 
+def _args_problem(cls: type[Plugin]) -> str | None:
+    """Why a package's args model cannot validate anything, found at load: `PluginArgs` defers each
+    model's validator to its first use, so a model pydantic cannot build (an unsupported field
+    type) is built here, and such a plugin is skipped as it was when building failed at its import.
+    Placer's own are built by its tests, not at each start."""
+    try:
+        cls.Args.model_rebuild()
+    except Exception as error:  # pydantic's schema errors, or anything a validator's own code raises
+        return f"cannot be imported: {type(error).__name__}: {error}"
+    return None
+
+
 def _builtin(entry: importlib.metadata.EntryPoint) -> bool:
     return entry.value.startswith(BUILTIN_MODULE_PREFIX)
 
@@ -162,7 +174,7 @@ def load_plugins(entries: Iterable[importlib.metadata.EntryPoint] | None = None)
             except Exception as error:  # a broken package must not stop Placer: any error is reported
                 problem = f"cannot be imported: {type(error).__name__}: {error}"
             else:
-                problem = check_plugin_class(entry.name, obj)
+                problem = check_plugin_class(entry.name, obj) or (None if package == "placer" else _args_problem(obj))
         if problem is not None:
             error = LoadError(package, where, problem)
             loaded.errors.append(error)
