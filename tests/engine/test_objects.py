@@ -213,7 +213,7 @@ def test_node_metrics_units() -> None:
 
 def test_equal_spread_constraints_are_parsed_once_and_match_label_keys_keep_pods_apart() -> None:
     """`parse_spread_constraints` shares one parse between pods whose constraints read the same
-    (a workload's pods, each parsed twice), never between pods whose matchLabelKeys name
+    (a workload's pods), never between pods whose matchLabelKeys name
     different label values, and never keeps an invalid list (its error comes every time)."""
     from placer.engine.fields import FieldError
     from placer.engine.relations import parse_spread_constraints

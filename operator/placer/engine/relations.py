@@ -234,8 +234,9 @@ def parse_spread_constraint(raw: Any, path: str, labels: Mapping[str, str]) -> S
 
 
 #: parsed `topologySpreadConstraints` by their text and the pod's values of their matchLabelKeys:
-#: the pods of a workload repeat one list, parsed for each pod at least twice (its LIST or ADDED
-#: event, then its binding's MODIFIED one), 24 µs of a 50 µs pod parse
+#: the pods of a workload repeat one list, about 24 µs of a pod's 50 µs parse (once per pod: its
+#: binding's MODIFIED event is recognised without a parse, `objects.PodSource`). A dict, not
+#: `lru_cache`: a miss parses the decoded object itself (`repr` is its key, exact for every type)
 _SPREAD_PARSED: dict[tuple[str, tuple[tuple[str, str | None], ...]], tuple[SpreadConstraint, ...]] = {}
 _SPREAD_PARSED_LIMIT = 4096
 _SPREAD_TEXT_LIMIT = 4096  # longer lists are parsed each time: the memo's size stays bounded
