@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from placer.engine.cluster import CPU, MEMORY, ClusterState
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Scheduler

@@ -48,7 +48,8 @@ from typing import Any
 from placer.controller.kube import KubeClient
 from placer.controller.reporting import scheduled_event
 from placer.engine.cluster import ClusterState
-from placer.engine.objects import PodInfo, PodSource, parse_node, parse_pod, pod_key
+from placer.engine.objects import PodInfo
+from placer.engine.parsing import PodSource, parse_node, parse_pod, pod_key
 from placer.engine.profile import compile_profile
 from placer.engine.runtime import Scheduler
 

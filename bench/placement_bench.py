@@ -42,7 +42,7 @@ from placer.engine.cluster import ClusterState
 from placer.engine.gang import Outcome, decide_group
 from placer.engine.groups import group_of
 from placer.engine.kinds import document_kind, upsert_object
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import Profile, compile_profile
 from placer.engine.runtime import Scheduler
 

@@ -25,7 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from placer.engine.cluster import ClusterState
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.runtime import Scheduler
 from placer.testing import node, pod

@@ -38,7 +38,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from placer.engine import objects, quantity
+from placer.engine import parsing, quantity
 from placer.engine.runtime import Scheduler
 from placer.simulate import Documents, Simulation, place, prepare, read_documents, render_json
 from synthetic import cluster as synthetic_cluster
@@ -76,7 +76,7 @@ def load(cluster_path: Path, profile_path: Path) -> tuple[list[Documents], list[
 def cold_caches() -> None:
     """Empty the parsers' memo caches (functools caches of quantities and the like), so that each
     run starts as a fresh `placer simulate` process does."""
-    for module in (quantity, objects):
+    for module in (quantity, parsing):
         for value in vars(module).values():
             if callable(getattr(value, "cache_clear", None)):
                 value.cache_clear()

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from e2e_bench import PROFILE, populate  # noqa: E402
 from placer.engine.cluster import ClusterState  # noqa: E402
-from placer.engine.objects import parse_node, parse_pod  # noqa: E402
+from placer.engine.parsing import parse_node, parse_pod  # noqa: E402
 from placer.engine.profile import compile_profile  # noqa: E402
 from placer.engine.queue import queue_order  # noqa: E402
 from placer.engine.runtime import Scheduler  # noqa: E402

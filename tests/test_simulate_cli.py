@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from placer.cli import main
-from placer.engine.objects import parse_node, parse_pod, parse_timestamp
+from placer.engine.parsing import parse_node, parse_pod, parse_timestamp
 from placer.engine.profile import DEFAULT_SCORES
 from placer.testing import node, node_metrics, pod
 

@@ -27,7 +27,8 @@ from placer.engine.explain import Explanation, explain
 from placer.engine.gang import Outcome, decide_group
 from placer.engine.groups import GROUP_KINDS, group_of, lookup, scheduled_members
 from placer.engine.kinds import KINDS, resolve_priority
-from placer.engine.objects import ObjectError, PodInfo, parse_pod
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import API_VERSION, KIND, Profile
 from placer.engine.runtime import Scheduler
 from placer.simulate import (

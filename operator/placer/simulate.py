@@ -19,14 +19,8 @@ from placer.engine.cluster import ClusterState
 from placer.engine.gang import GroupDecision, Outcome, decide_group
 from placer.engine.groups import GROUP_KINDS, GroupRef, group_of, pending_by_group
 from placer.engine.kinds import KINDS_BY_NAME, document_kind, resolve_priority, upsert_object
-from placer.engine.objects import (
-    ObjectError,
-    PodInfo,
-    parse_node,
-    parse_node_metrics,
-    parse_pod,
-    parse_timestamp,
-)
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import parse_node, parse_node_metrics, parse_pod, parse_timestamp
 from placer.engine.profile import API_VERSION, KIND, Profile, ProfileError, compile_profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision, Scheduler

@@ -24,7 +24,8 @@ import numpy as np
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import FilterPlugin, Plugin, ScorePlugin
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import PodInfo, parse_node, parse_node_metrics, parse_pod
+from placer.engine.objects import PodInfo
+from placer.engine.parsing import parse_node, parse_node_metrics, parse_pod
 from placer.engine.profile import Profile, compile_profile
 from placer.engine.runtime import Decision, Scheduler
 from placer.plugins import REGISTRY

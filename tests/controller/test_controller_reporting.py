@@ -9,7 +9,7 @@ import re
 from placer.controller.leader import micro_time
 from placer.controller.metrics import Metrics
 from placer.controller.reporting import Condition, Reporter, pod_scheduled_condition
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 
 from tests.controller.helpers import FakeKube, pod
 

@@ -11,7 +11,7 @@ from placer.controller.health import health
 from placer.controller.metrics import Metrics
 from placer.controller.state import SchedulerState
 from placer.engine.kinds import KINDS_BY_NAME
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.testing import namespace, replica_set
 
 from tests.controller.helpers import FakeKube, node, pod, profile, unit_state

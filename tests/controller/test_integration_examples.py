@@ -25,7 +25,7 @@ import yaml
 from placer.engine.cluster import ClusterState
 from placer.engine.devices import DELETE_PROTECTION
 from placer.engine.kinds import KINDS, upsert_object
-from placer.engine.objects import parse_node, parse_node_metrics, parse_pod
+from placer.engine.parsing import parse_node, parse_node_metrics, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.queue import queue_order
 from placer.engine.runtime import Decision

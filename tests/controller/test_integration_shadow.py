@@ -11,7 +11,7 @@ import aiohttp
 import yaml
 from placer.controller.shadow import ShadowRecorder, decision_profile
 from placer.engine.cluster import ClusterState
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.runtime import Scheduler
 

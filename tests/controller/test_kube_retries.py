@@ -29,7 +29,7 @@ from placer.controller.metrics import Metrics
 from placer.controller.reporting import Reporter
 from placer.controller.retry import MAX_RETRY_AFTER, certificate_failure, resendable, retry_after, write_replay
 from placer.engine.framework import JSON_PATCH, STRATEGIC_MERGE_PATCH, ObjectRef, Write
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 
 from tests.controller.helpers import pod
 from tests.controller.netfixtures import Certs, make_certs

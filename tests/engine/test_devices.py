@@ -11,7 +11,8 @@ import pytest
 from placer.engine.catalog import Catalog
 from placer.engine.devices import parse_device_class, parse_resource_claim, parse_resource_slice
 from placer.engine.dra_cel import CelError, compile_selector, device_variable, evaluate, parse_semver, semver_value
-from placer.engine.objects import ObjectError, parse_pod
+from placer.engine.objects import ObjectError
+from placer.engine.parsing import parse_pod
 from placer.testing_devices import claim_pod, device, request, resource_claim, resource_slice
 
 DRIVER = "gpu.example.com"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from placer.engine.explain import explain, node_reasons
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.testing import cluster_of, decide, make_profile, node, pod
 
 TAINT = "dedicated=gpu:NoSchedule"

@@ -15,7 +15,7 @@ from placer.engine.extended_resources import (
     is_dra_extended_resource_name,
     requests_and_mappings,
 )
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.testing import cluster_of, container, node, pod
 from placer.testing_devices import device_class
 

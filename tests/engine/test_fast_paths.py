@@ -12,7 +12,7 @@ import pytest
 from placer.engine.cluster import CPU, MEMORY, ClusterState
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
 from placer.engine.matching import PodTerms, TermRole
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.runtime import Scheduler, Weighed, nodes_to_find
 from placer.testing import affinity_term, cluster_of, make_profile, namespace, node, pod
 

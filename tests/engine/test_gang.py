@@ -36,7 +36,8 @@ from placer.engine.groups import (
     waiting_reason,
 )
 from placer.engine.kinds import document_kind, upsert_object
-from placer.engine.objects import ObjectError, PodInfo, parse_pod
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import Profile, compile_profile
 from placer.engine.runtime import Scheduler
 from placer.testing import cluster_of, node, pod
@@ -250,7 +251,7 @@ def test_scheduled_members_counts_bound_and_assumed_pods() -> None:
 
 
 def parse_pod_node(name: str) -> Any:
-    from placer.engine.objects import parse_node
+    from placer.engine.parsing import parse_node
 
     return parse_node(node(name))
 

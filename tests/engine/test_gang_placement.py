@@ -16,7 +16,8 @@ from placer.engine.framework import Placement, PlacementAssignment
 from placer.engine.gang import MEMBER_UNSCHEDULABLE, GroupDecision, Outcome, decide_group
 from placer.engine.groups import POD_GROUP_KIND, GroupRef, group_of, lookup
 from placer.engine.kinds import document_kind, upsert_object
-from placer.engine.objects import ObjectError, parse_node, parse_pod
+from placer.engine.objects import ObjectError
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.placement import NOT_ELIGIBLE, WAP_NOT_SUPPORTED, FitPlacementScore, placements_unavailable
 from placer.engine.profile import Profile, compile_profile
 from placer.engine.runtime import Scheduler

@@ -16,7 +16,8 @@ from placer.engine.devices import DELETE_PROTECTION, ResourceClaimInfo
 from placer.engine.gang import Outcome, decide_group
 from placer.engine.groups import POD_GROUP_V1ALPHA2, group_of
 from placer.engine.kinds import document_kind, upsert_object
-from placer.engine.objects import ObjectError, parse_pod
+from placer.engine.objects import ObjectError
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.runtime import Scheduler
 from placer.plugins.dynamic_resources import (

@@ -5,7 +5,7 @@ and valid neighbours are still placed."""
 from __future__ import annotations
 
 import pytest
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import ProfileError, compile_profile
 from placer.engine.runtime import Scheduler
 from placer.testing import cluster_of, node

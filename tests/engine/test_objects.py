@@ -4,15 +4,8 @@ kube-scheduler's non-zero defaults, and invalid specs that fail scheduling inste
 from __future__ import annotations
 
 import pytest
-from placer.engine.objects import (
-    DEFAULT_MEMORY_REQUEST,
-    DEFAULT_MILLI_CPU_REQUEST,
-    ObjectError,
-    Taint,
-    parse_node,
-    parse_node_metrics,
-    parse_pod,
-)
+from placer.engine.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, ObjectError, Taint
+from placer.engine.parsing import parse_node, parse_node_metrics, parse_pod
 from placer.testing import GiB, MiB, cluster_of, container, decide, make_profile, node, node_metrics, pod
 
 

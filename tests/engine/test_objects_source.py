@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from placer.engine.objects import PodInfo, PodSource, parse_pod
+from placer.engine.objects import PodInfo
+from placer.engine.parsing import PodSource, parse_pod
 from placer.testing import affinity_term, container, pod, spread_constraint
 
 Obj = dict[str, Any]

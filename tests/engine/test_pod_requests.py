@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
-from placer.engine.objects import PodInfo, is_supported_pod_level_resource, parse_pod
+from placer.engine.objects import PodInfo
+from placer.engine.parsing import is_supported_pod_level_resource, parse_pod
 from placer.simulate import simulate
 from placer.testing import cluster_of, node
 

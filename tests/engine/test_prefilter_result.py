@@ -13,7 +13,8 @@ import pytest
 from placer.engine.cluster import ClusterState
 from placer.engine.explain import explain
 from placer.engine.framework import FilterPlugin, NoArgs, PreFilterResult
-from placer.engine.objects import PodInfo, parse_pod
+from placer.engine.objects import PodInfo
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import Profile
 from placer.engine.runtime import Scheduler, narrowing_conflict
 from placer.testing import cluster_of, decide, make_profile, node, pod

@@ -17,7 +17,8 @@ from placer.engine.kinds import (
     resolve_priority,
     upsert_object,
 )
-from placer.engine.objects import ObjectError, PodInfo, parse_pod
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import parse_pod
 from placer.testing import pod
 
 Obj = dict[str, Any]

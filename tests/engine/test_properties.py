@@ -16,7 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from placer.engine.cluster import PODS, ClusterState
-from placer.engine.objects import PodInfo, parse_node, parse_pod
+from placer.engine.objects import PodInfo
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import Profile
 from placer.engine.runtime import Scheduler
 from placer.testing import make_profile, node, pod

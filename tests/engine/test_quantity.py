@@ -5,7 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from placer.engine.objects import ObjectError, parse_node, parse_pod
+from placer.engine.objects import ObjectError
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.quantity import QuantityError, parse_quantity, to_milli, to_units
 from placer.testing import node, pod
 

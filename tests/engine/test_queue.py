@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.queue import SchedulingQueue, queue_order
 from placer.testing import make_plugin, pod
 

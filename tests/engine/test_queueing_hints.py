@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from placer.engine.framework import ClusterEvent, FilterPlugin
-from placer.engine.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from placer.engine.objects import NodeInfo, PodInfo
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.queue import SchedulingQueue, pod_update_events
 from placer.testing import affinity_term, make_plugin, node, pod, spread_constraint
 

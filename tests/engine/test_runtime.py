@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.runtime import Scheduler, fit_error_message, nodes_to_find
 from placer.testing import cluster_of, decide, make_profile, node, pod
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from placer.engine.objects import parse_node
+from placer.engine.parsing import parse_node
 from placer.engine.profile import ProfileError
 from placer.plugins import LOAD_ERRORS, REGISTRY
 from placer.testing import cluster_of, decide, make_profile, node, pod, raw_scores, scores

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 from placer.controller.reporting import pod_scheduled_condition
 from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import resolve_priority
-from placer.engine.objects import ObjectError, PodInfo, PodSource, parse_node, parse_pod, pod_key
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import PodSource, parse_node, parse_pod, pod_key
 from placer.engine.profile import Profile
 from placer.engine.queue import pod_update_events
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from placer.controller.kube import ApiError
 from placer.engine.framework import ClusterEvent
-from placer.engine.objects import ObjectError, parse_node_metrics
+from placer.engine.objects import ObjectError
+from placer.engine.parsing import parse_node_metrics
 
 if TYPE_CHECKING:
     from placer.controller.state import SchedulerState

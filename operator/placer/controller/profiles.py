@@ -29,7 +29,7 @@ from typing import Any
 
 from placer.controller.metrics import Metrics
 from placer.engine.cluster import ClusterState
-from placer.engine.objects import parse_timestamp
+from placer.engine.parsing import parse_timestamp
 from placer.engine.profile import Profile, ProfileError, compile_profile
 
 __all__ = ["ProfileEntry", "ProfileRegistry", "ReadyStatus", "uses_node_utilization"]

@@ -33,7 +33,7 @@ from placer.controller.signals import Signal
 from placer.controller.startup_timing import StartupTiming
 from placer.engine.catalog import Kind
 from placer.engine.kinds import KINDS as CATALOG_KINDS
-from placer.engine.objects import pod_key
+from placer.engine.parsing import pod_key
 
 if TYPE_CHECKING:
     from placer.controller.state import SchedulerState

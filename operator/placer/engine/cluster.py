@@ -647,14 +647,6 @@ class ClusterState:
             self._trackers[kind] = tracker
         return tracker  # type: ignore[return-value]
 
-    def label_counts(self, label_key: str, value: str) -> np.ndarray:
-        """Per slot, how many pods there carry `label_key=value` (any namespace); kept incrementally."""
-        from placer.engine.labels import LabelSelector, Requirement
-        from placer.engine.matching import MatchingPods, PodQuery  # imports this module
-
-        query = PodQuery(None, LabelSelector((Requirement(label_key, "In", frozenset((value,))),)))
-        return self.tracker(MatchingPods).counts(query)
-
     # ----------------------------------------------------------------- checks
 
     def overcommitted(self) -> list[str]:

@@ -27,7 +27,8 @@ from typing import Any
 
 from placer.engine.dra_cel import device_variable, parse_semver, semver_value
 from placer.engine.fields import FieldError, mapping, section, sequence
-from placer.engine.objects import NodeSelectorTerm, ObjectError, go_int, object_meta, parse_node_selector_terms
+from placer.engine.objects import NodeSelectorTerm, ObjectError, go_int
+from placer.engine.parsing import object_meta, parse_node_selector_terms
 from placer.engine.quantity import QuantityError, parse_quantity
 from placer.engine.relations import ControllerRef, parse_controller
 

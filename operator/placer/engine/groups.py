@@ -33,7 +33,8 @@ from typing import Any
 from placer.engine.catalog import Catalog, Kind
 from placer.engine.cluster import ClusterState, PodTracker
 from placer.engine.fields import FieldError, is_mapping, mapping, section, sequence
-from placer.engine.objects import ObjectError, PodInfo, object_meta
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import object_meta
 from placer.engine.pod_claims import PodClaim, parse_group_claims
 
 __all__ = [

@@ -36,7 +36,8 @@ from placer.engine.devices import (
 from placer.engine.fields import FieldError, section
 from placer.engine.groups import group_kind
 from placer.engine.labels import LabelSelector, parse_label_selector
-from placer.engine.objects import ObjectError, PodInfo, object_meta
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import object_meta
 from placer.engine.storage import (
     parse_claim,
     parse_csinode,

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placer.engine.cluster import ClusterState, PodTracker, SlotColumns
-from placer.engine.labels import LabelSelector
+from placer.engine.labels import LabelSelector, Requirement
 from placer.engine.objects import PodInfo
 from placer.engine.relations import NONE, AffinityTerm
 
-__all__ = ["MatchingPods", "PodQuery", "PodTerms", "TermRole"]
+__all__ = ["MatchingPods", "PodQuery", "PodTerms", "TermRole", "label_counts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,3 +232,9 @@ class PodTerms(PodTracker):
 
     def grow(self, capacity: int) -> None:
         self._columns.grow(capacity)
+
+
+def label_counts(cluster: ClusterState, label_key: str, value: str) -> np.ndarray:
+    """Per slot, how many pods there carry `label_key=value` (any namespace); kept incrementally."""
+    query = PodQuery(None, LabelSelector((Requirement(label_key, "In", frozenset((value,))),)))
+    return cluster.tracker(MatchingPods).counts(query)

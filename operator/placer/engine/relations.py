@@ -235,7 +235,7 @@ def parse_spread_constraint(raw: Any, path: str, labels: Mapping[str, str]) -> S
 
 #: parsed `topologySpreadConstraints` by their text and the pod's values of their matchLabelKeys:
 #: the pods of a workload repeat one list, about 24 µs of a pod's 50 µs parse (once per pod: its
-#: binding's MODIFIED event is recognised without a parse, `objects.PodSource`). A dict, not
+#: binding's MODIFIED event is recognised without a parse, `parsing.PodSource`). A dict, not
 #: `lru_cache`: a miss parses the decoded object itself (`repr` is its key, exact for every type)
 _SPREAD_PARSED: dict[tuple[str, tuple[tuple[str, str | None], ...]], tuple[SpreadConstraint, ...]] = {}
 _SPREAD_PARSED_LIMIT = 4096

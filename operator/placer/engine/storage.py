@@ -17,7 +17,8 @@ from typing import Any
 
 from placer.engine.fields import FieldError, mapping, section, sequence
 from placer.engine.labels import LabelSelector, parse_label_selector
-from placer.engine.objects import NodeSelectorTerm, ObjectError, object_meta, parse_node_selector_terms
+from placer.engine.objects import NodeSelectorTerm, ObjectError
+from placer.engine.parsing import object_meta, parse_node_selector_terms
 from placer.engine.quantity import QuantityError, to_units
 from placer.engine.volumes import AWS_EBS, AZURE_DISK, CINDER, GCE_PD
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from placer.engine.cluster import ClusterState
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import Profile, ProfileError, compile_profile
 from placer.engine.runtime import Decision, Scheduler
 from placer.plugins.default_preemption import (

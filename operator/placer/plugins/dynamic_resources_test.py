@@ -16,7 +16,7 @@ from placer.engine.cluster import ClusterState
 from placer.engine.device_index import CLAIM, device_index
 from placer.engine.devices import DELETE_PROTECTION, ResourceClaimInfo, parse_resource_claim
 from placer.engine.framework import JSON_PATCH
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.runtime import Scheduler
 from placer.plugins.dynamic_resources import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.engine.objects import parse_node
+from placer.engine.parsing import parse_node
 from placer.engine.profile import ProfileError
 from placer.testing import MiB, cluster_of, container, make_plugin, make_profile, node, pod, scores
 
@@ -82,7 +82,7 @@ def test_spread_counts_every_node_not_just_the_feasible_ones() -> None:
 
 
 def test_node_update_refreshes_images() -> None:
-    from placer.engine.objects import parse_node
+    from placer.engine.parsing import parse_node
 
     cluster = cluster_of([node("a"), node("b")])
     assert scores(IMAGES, pod("p", image="x:1"), cluster) == {"a": 0, "b": 0}
@@ -144,7 +144,7 @@ def test_kube_rows(spec: dict, nodes: list[list], expected: list[int]) -> None:
 
 
 def test_image_volumes_are_normalised_and_malformed_ones_named() -> None:
-    from placer.engine.objects import parse_pod
+    from placer.engine.parsing import parse_pod
 
     info = parse_pod(kube_pod("busybox:1.36", image_volumes=("quay.io/models/llama", "quay.io/data:v2")))
     assert info.images == ("busybox:1.36", "quay.io/models/llama:latest", "quay.io/data:v2")

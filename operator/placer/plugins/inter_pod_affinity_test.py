@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 
 from placer.engine.cluster import ClusterState
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import PodInfo, parse_node, parse_pod
+from placer.engine.objects import PodInfo
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import ProfileError
 from placer.engine.runtime import Scheduler
 from placer.testing import (

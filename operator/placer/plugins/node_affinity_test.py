@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from placer.engine.framework import PreFilterResult
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import ProfileError
 from placer.testing import (
     cluster_of,
@@ -219,7 +219,7 @@ def test_selector_and_affinity_both_apply() -> None:
 
 
 def test_relabelled_node_is_seen() -> None:
-    from placer.engine.objects import parse_node
+    from placer.engine.parsing import parse_node
 
     cluster = labelled()
     wants_z = pod("p", node_selector={"zone": "z"})

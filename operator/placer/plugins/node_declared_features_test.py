@@ -21,7 +21,8 @@ from placer.engine.node_features import (
     Version,
     required_features,
 )
-from placer.engine.objects import ObjectError, PodInfo, parse_node, parse_pod
+from placer.engine.objects import ObjectError, PodInfo
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import ProfileError
 from placer.plugins.node_declared_features import REASON, NodeDeclaredFeatures
 from placer.testing import cluster_of, container, decide, filter_result, make_plugin, make_profile, node, pod

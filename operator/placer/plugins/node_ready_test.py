@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.engine.objects import parse_node
+from placer.engine.parsing import parse_node
 from placer.engine.profile import ProfileError
 from placer.testing import cluster_of, decide, filter_result, make_plugin, make_profile, node, pod
 

@@ -6,7 +6,7 @@ requests in place of the containers' total for cpu, memory and hugepages, as kub
 in the node's allocatable minus what bound and assumed pods already hold, and the node must have
 room for one more pod. A bound pod holds its pod-level requests, and while an in-place resize is
 under way the larger of its spec and its status (`allocatedResources`, `resources`) per
-resource; an Infeasible resize holds what is allocated and running (`placer.engine.objects`).
+resource; an Infeasible resize holds what is allocated and running (`placer.engine.parsing`).
 Reasons, several per node if need be: "Insufficient cpu", "Insufficient memory",
 "Insufficient nvidia.com/gpu", "Too many pods". A node whose allocatable is below the pod's
 request is one preemption cannot help (kube's UnschedulableAndUnresolvable). An extended resource

@@ -11,7 +11,7 @@ import pytest
 
 from placer.engine.cluster import ClusterState
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import ProfileError
 from placer.plugins.node_resources_fit import allocation as allocation_of
 from placer.plugins.node_resources_fit import broken_linear, pod_request_for_score

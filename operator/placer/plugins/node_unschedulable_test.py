@@ -38,7 +38,7 @@ def test_tolerating_the_unschedulable_taint(toleration: dict, passes: bool) -> N
 
 
 def test_uncordon_is_seen() -> None:
-    from placer.engine.objects import parse_node
+    from placer.engine.parsing import parse_node
 
     state = cluster()
     state.upsert_node(parse_node(node("cordoned")))

@@ -86,7 +86,7 @@ def test_metrics_update_and_removal() -> None:
     cluster.set_node_metrics("n2", None)
     assert filter_result(plugin, pod("p"), cluster)["n2"] is True
     # metrics that arrive before their node apply when it does
-    from placer.engine.objects import parse_node
+    from placer.engine.parsing import parse_node
 
     cluster.set_node_metrics("late", {"cpu": 4000, "memory": 0})
     cluster.upsert_node(parse_node(node("late", cpu="4")))

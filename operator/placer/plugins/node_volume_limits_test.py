@@ -13,7 +13,7 @@ import pytest
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import KINDS_BY_NAME, delete_object, upsert_object
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.plugins.node_volume_limits import VolumesInUse
 from placer.simulate import simulate_documents
 from placer.testing import (

@@ -17,7 +17,7 @@ import pytest
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import ProfileError
 from placer.plugins.pod_topology_spread import (
     REASON,
@@ -499,7 +499,7 @@ def test_node_label_changes_move_the_domains() -> None:
     cluster = cluster_of(two_by_two(), spread_on({"node-a": 1}, "foo"))
     info = parse_pod(incoming(tsc(1, "zone")))
     assert fitting(LISTED, info, cluster) == {"node-x", "node-y"}
-    from placer.engine.objects import parse_node
+    from placer.engine.parsing import parse_node
 
     cluster.upsert_node(parse_node(zn("node-a", "zone2")))  # zone1: node-b (0), zone2: a, x, y (1)
     assert fitting(LISTED, info, cluster) == {"node-b"}

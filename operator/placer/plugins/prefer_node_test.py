@@ -22,7 +22,7 @@ def test_steers_pods_while_they_fit_then_lets_them_go() -> None:
     assert decision.node == "b"
     assert decision.top[0].plugins["PreferNode"] == 100
     assert decision.top[0].total == 1000  # weight 10 x 100
-    from placer.engine.objects import parse_pod
+    from placer.engine.parsing import parse_pod
 
     cluster.assume(parse_pod(pod("p", cpu="600m")), "b")
     decision = decide(profile, pod("q", cpu="600m"), cluster)
@@ -32,7 +32,7 @@ def test_steers_pods_while_they_fit_then_lets_them_go() -> None:
 
 
 def test_node_added_later_is_preferred() -> None:
-    from placer.engine.objects import parse_node
+    from placer.engine.parsing import parse_node
 
     cluster = cluster_of([node("a")])
     plugin = make_plugin("PreferNode", {"nodes": ["z"]})

@@ -30,6 +30,7 @@ from pydantic import Field
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import PluginArgs, ScorePlugin, StaticCache, minmax_normalize
+from placer.engine.matching import label_counts
 from placer.engine.objects import PodInfo
 
 
@@ -65,7 +66,7 @@ class SpreadByLabel(ScorePlugin[SpreadByLabelArgs]):
         return self.args.labelKey in pod.labels
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
-        counts = cluster.label_counts(self.args.labelKey, pod.labels[self.args.labelKey])
+        counts = label_counts(cluster, self.args.labelKey, pod.labels[self.args.labelKey])
         domains = self._domain_ids(cluster)
         per_domain = np.bincount(domains, weights=counts, minlength=int(domains.max(initial=0)) + 1)
         return -per_domain[domains[slots]].astype(np.int64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import ProfileError
 from placer.testing import cluster_of, decide, make_plugin, make_profile, node, pod, raw_scores, scores
 

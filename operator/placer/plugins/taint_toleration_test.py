@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.engine.objects import parse_node as pod_info_node
+from placer.engine.parsing import parse_node as pod_info_node
 from placer.engine.profile import ProfileError
 from placer.testing import (
     cluster_of,

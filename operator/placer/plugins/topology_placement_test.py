@@ -12,7 +12,7 @@ import pytest
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import Placement, PlacementError
 from placer.engine.groups import PodGroupInfo
-from placer.engine.objects import parse_pod
+from placer.engine.parsing import parse_pod
 from placer.engine.profile import ProfileError, compile_profile
 from placer.plugins.topology_placement import TopologyPlacementGenerator
 from placer.testing import cluster_of, node, pod, pod_info

@@ -36,7 +36,7 @@ from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import PreBindError
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import parse_node
+from placer.engine.parsing import parse_node
 from placer.engine.profile import API_VERSION, KIND, Profile
 from placer.engine.runtime import Decision, Scheduler
 from placer.engine.storage import (

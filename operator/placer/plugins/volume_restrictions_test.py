@@ -11,7 +11,7 @@ import pytest
 from placer.engine.cluster import PodRecord
 from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.plugins.volume_restrictions import ClaimUsers, DisksInUse
 from placer.testing import (
     claim,

@@ -9,7 +9,7 @@ import pytest
 
 from placer.engine.framework import ClusterEvent
 from placer.engine.kinds import KINDS_BY_NAME, delete_object, upsert_object
-from placer.engine.objects import parse_node, parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.plugins.volume_zone import label_zones
 from placer.testing import claim, cluster_of, decide, filter_result, make_plugin, make_profile, node, pod, volume
 from placer.testing import storage_class as storage_class_obj
