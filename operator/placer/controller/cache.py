@@ -17,6 +17,9 @@ Pods, as kube-scheduler's cache sees them:
   it at once; every event here carries the object before and after, for the same hints;
 - of a group (`placer.controller.groups`): not queued while the group waits (its PodGroup missing,
   or fewer than `minCount` of its pods exist);
+- ended (`Failed`, `Succeeded`): they leave the watch's selection and come as DELETED, with their
+  content before (a real server's); `placer.controller.kubelet_rejections` remembers them a while
+  and hears from its own watch of failed pods whether a kubelet refused one;
 - stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
   resync LIST and the pod watch may race) are ignored;
 - nominated (`status.nominatedNodeName`): followed by `placer.controller.nominations`;
@@ -215,6 +218,8 @@ class ClusterCache:
         self._forget_pod(key)
         record = self.cluster.pods.get(key)
         if self.cluster.remove_pod(key):
+            if record is not None and not record.assumed:  # deleted, or ended (refused by its kubelet?)
+                self.state.kubelet_rejections.gone(record)
             self.wake(ClusterEvent.POD_DELETE, None if record is None else record.pod, None)
 
     def _forget_pod(self, key: str) -> None:

@@ -187,13 +187,14 @@ class _Runtime:
             if state.leader is not None:
                 await state.leader.release()
         # the informers' streams are tasks started after Kopf's: Kopf would wait 5 s for them
-        for name in ("pod watch", "node watch", "podgroup watch"):
+        for name in ("pod watch", "node watch", "failed pod watch", "podgroup watch"):
             task = state.tasks.pop(name, None)
             if task is not None:
                 await _stop_task(task)
 
     async def close(self) -> None:
         await self.stop_scheduling()
+        self.state.kubelet_rejections.close()
         tasks, self.state.tasks = self.state.tasks, {}
         await asyncio.gather(*(_stop_task(task) for task in tasks.values()))
         if self.health is not None:
@@ -240,6 +241,7 @@ async def operate(
         first_lists.close()
         await kube.close()
         raise
+    from placer.controller.failed_pods import FailedPodWatch
     from placer.controller.informers import node_informer, pod_informer
     from placer.controller.loop import SchedulingLoop
     from placer.controller.state import SchedulerState
@@ -264,6 +266,7 @@ async def operate(
             "relist reconciler": state.resync.reconcile_forever(),
             "pod watch": pod_informer(state).run(),
             "node watch": node_informer(state).run(),
+            "failed pod watch": FailedPodWatch(state).run(),
             "podgroup watch": state.group_watch.run(),
             "api prober": state.api.probe_forever(),
         }

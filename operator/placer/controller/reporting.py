@@ -8,6 +8,9 @@ and counted (`placer_reports_dropped_total`), as client-go's event broadcaster d
 - `FailedScheduling` (Warning, action Scheduling), note = the engine's message. A repeat of the
   same failure for the same pod does not create another Event: it bumps the existing Event's
   `series` {count, lastObservedTime}, PATCHed at most every `series_interval` seconds.
+- `RejectedByKubelet` (Warning, action Binding) on a pod Placer bound that its node's kubelet
+  refused: `Rejected by the kubelet on node NODE: OutOfcpu: Node didn't have enough resource: ...`
+  (`placer.controller.kubelet_rejections`).
 - `Preempted` (Normal, action Preempting) on a pod deleted to make room for a higher-priority one:
   `Preempted by NS/NAME on node NODE`, `related` = that pod (`placer.controller.preemption`).
 - Condition `PodScheduled=False, reason=Unschedulable, message=...` (`reason=SchedulerError` when
@@ -217,6 +220,14 @@ class Reporter:
         event = self._event(victim, scheduler_name, "Preempted", "Preempting", "Normal", note, _event_name(victim.name))
         event["related"] = _reference(preemptor, version=False)
         self._submit(lambda: self._create(victim.namespace, event, None))
+
+    def kubelet_rejected(self, pod: PodInfo, node: str, reason: str, message: str, scheduler_name: str) -> None:
+        """A pod Placer bound that the node's kubelet refused (`placer.controller.kubelet_rejections`):
+        a Warning `RejectedByKubelet` naming the node and the kubelet's reason."""
+        note = f"Rejected by the kubelet on node {node}: {reason}: {message}"
+        event = self._event(pod, scheduler_name, "RejectedByKubelet", "Binding", "Warning", note,
+                            _event_name(pod.name))
+        self._submit(lambda: self._create(pod.namespace, event, None))
 
     def condition_entry(
         self, pod: PodInfo, message: str, reason: str = "Unschedulable"

@@ -36,6 +36,7 @@ from placer.controller.catalog_feed import CatalogFeed, object_key
 from placer.controller.group_watch import GroupWatches
 from placer.controller.groups import GroupMembers
 from placer.controller.kube import KubeClient
+from placer.controller.kubelet_rejections import KubeletRejections
 from placer.controller.leader import LeaderElector
 from placer.controller.metrics import Metrics
 from placer.controller.node_metrics import NodeMetricsPoller
@@ -104,6 +105,8 @@ class SchedulerState:
         self.groups = GroupMembers(self)  # pods by group, the members waiting for theirs, its status
         self.group_watch = GroupWatches(self)  # PodGroups of both APIs, where served
         self.cache = ClusterCache(self)
+        self.kubelet_rejections = KubeletRejections(self)  # pods a kubelet refused, their nodes counted as it does
+        self.metrics.kubelet_withheld.source = self.kubelet_rejections.withheld_nodes
         self.resync = Resync(self, clock)
         self.statuses = StatusWriter(self)
         self.node_metrics = NodeMetricsPoller(self)
