@@ -267,6 +267,45 @@ async def test_healthz_and_metrics(kube_emulator: KubeEmulator, launch: Start) -
         await _poll(lambda: get("/healthz"), lambda r: r[0] == 200, timeout=5)
 
 
+async def test_livez_and_readyz_as_a_control_plane_component(kube_emulator: KubeEmulator, launch: Start) -> None:
+    """kube-scheduler's endpoints: /livez for the liveness and startup probes (the process works), /readyz
+    for readiness (synced, watching, the API server answering, not shutting down), each a list of named
+    checks with ?verbose, ?exclude and /readyz/NAME."""
+    emu = kube_emulator
+    emu.add_node("n1")
+    emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
+    port = _free_port()
+    operator = await launch(metrics_port=port, metrics_host="127.0.0.1", health_window=1.0, health_ping_interval=0.2)
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as session:
+        async def get(path: str) -> tuple[int, str]:
+            async with session.get(base + path) as response:
+                return response.status, await response.text()
+
+        assert await _poll(lambda: get("/readyz"), lambda r: r[0] == 200) == (200, "ok\n")
+        assert await get("/livez") == (200, "ok\n")
+        code, text = await get("/readyz?verbose")
+        assert code == 200 and text.splitlines() == [
+            "[+]ping ok", "[+]tasks ok", "[+]started ok", "[+]watches ok", "[+]informer-sync ok",
+            "[+]api-server ok", "[+]shutdown ok", "readyz check passed"]
+        assert (await get("/livez?verbose"))[1].splitlines() == ["[+]ping ok", "[+]tasks ok", "livez check passed"]
+        assert await get("/readyz/informer-sync") == (200, "ok\n")
+        async with emu.unreachable():
+            code, text = await _poll(lambda: get("/readyz"), lambda r: r[0] == 500, timeout=5)
+            assert "[-]api-server failed: API server not answering" in text
+            assert "[+]informer-sync ok" in text and text.endswith("readyz check failed\n")
+            assert (await get("/readyz/api-server"))[0] == 500
+            assert await get("/readyz?exclude=api-server") == (200, "ok\n")
+            assert await get("/livez") == (200, "ok\n")  # not a reason to restart
+            assert (await get("/healthz"))[0] == 500
+        await _poll(lambda: get("/readyz"), lambda r: r[0] == 200, timeout=5)
+        assert operator.state is not None
+        operator.state.shutting_down = True
+        code, text = await get("/readyz")
+        assert code == 500 and "[-]shutdown failed: process is shutting down" in text
+        assert await get("/livez") == (200, "ok\n") and (await get("/healthz"))[0] == 200
+
+
 async def _poll(call: Callable[[], Awaitable[Any]], accept: Callable[[Any], bool], timeout: float = 5.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:

@@ -176,6 +176,7 @@ class _Runtime:
             return
         self._stopped_scheduling = True
         state, options = self.state, self.state.options
+        state.shutting_down = True
         state.may_schedule.clear()
         for name in ("scheduling loop", "leader election"):
             task = state.tasks.pop(name, None)

@@ -95,6 +95,7 @@ class SchedulerState:
         self.may_schedule = asyncio.Event()  # leader and resynced: the loop runs
         self.synced = False
         self.kopf_ready = False
+        self.shutting_down = False  # told to stop: /readyz says so
         self.term = 0  # bumps at every start of leadership
         self._term_changed = asyncio.Event()
         self.tasks: dict[str, asyncio.Task[Any]] = {}
