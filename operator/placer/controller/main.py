@@ -31,7 +31,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from placer import dataclass_cache
@@ -322,19 +322,15 @@ async def operate(
         await asyncio.shield(runtime.close())
 
 
-def run(
-    namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbose: bool, gc_paused: bool = False
-) -> int:
+def run(options: Options, gc_paused: bool = False) -> int:
     """`placer run`: the operator until SIGTERM/SIGINT; 1 when it cannot start. `gc_paused`: the CLI
     turned the cyclic garbage collector off for the start-up (`operate` turns it back on)."""
-    configure_logging(verbose)
-    options = Options(
-        namespaces=tuple(namespaces), metrics_port=metrics_port, leader_elect=leader_elect, verbose=verbose
-    )
+    configure_logging(options.verbose)
+    namespaces = options.namespaces
     logger.info(
         "starting placer (%s, leader election %s, identity %s)",
         "namespaces " + ",".join(namespaces) if namespaces else "all namespaces",
-        f"on lease {options.lease_namespace}/{options.lease_name}" if leader_elect else "off",
+        f"on lease {options.lease_namespace}/{options.lease_name}" if options.leader_elect else "off",
         options.identity,
     )
     try:
