@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="leave out plugins and args Placer does not have, as comments, instead of failing")
     importer.add_argument("--shadow", action="store_true",
                           help="emit each profile as a Shadow of the kube-scheduler profile it came from")
+    importer.add_argument("--run-flags", action="store_true",
+                          help="print instead the `placer run` flags for the file's clientConnection and "
+                               "leaderElection (kube-scheduler's Lease unless it names another), one per line")
 
     explain = commands.add_parser(
         "explain", help="why a pod is pending or where it is, on the kubeconfig's cluster (read-only)")
@@ -158,6 +161,11 @@ def _import_config(args: argparse.Namespace) -> int:
         print(f"placer import-config: {source} cannot be imported{hint}:\n{describe(result.problems)}",
               file=sys.stderr)
         return EXIT_INVALID_INPUT
+    if args.run_flags:
+        sys.stdout.write("".join(flag + "\n" for flag in result.run_flags))
+        for note in result.run_notes:
+            print(f"placer import-config: note: {note}", file=sys.stderr)
+        return 0
     sys.stdout.write(render(result, source, shadow=args.shadow))
     return 0
 
