@@ -84,7 +84,8 @@ async def test_a_refusal_the_watch_explains_is_reported_and_withholds_nothing(
     kube_emulator: KubeEmulator, launch: Start
 ) -> None:
     """Two schedulers' race: the other scheduler's pod is in Placer's view by the time the kubelet's
-    refusal arrives; a refusal of a pod Placer did not bind (not its profile's) is not its to report."""
+    refusal arrives; a refusal of a pod Placer did not bind (another scheduler's, or one created with
+    its nodeName) is not its to report."""
     emu = kube_emulator
     emu.add_namespace(NS)
     emu.add_node("a", cpu="4")
@@ -96,18 +97,22 @@ async def test_a_refusal_the_watch_explains_is_reported_and_withholds_nothing(
     await until(lambda: node_of(emu, "web-1") == "a")
     emu.add_pod("theirs", NS, cpu="3500m", node_name="a", scheduler_name="default-scheduler", phase="Running")
     emu.add_pod("kube-1", NS, cpu="1", node_name="b", scheduler_name="default-scheduler")
+    emu.add_pod("forced", NS, cpu="3500m", node_name="b", scheduler_name="placer")  # its nodeName set: bound by no one
     state = operator.state
     assert state is not None
-    await until(lambda: state.cluster.own_requested("a", "cpu") == 4500)
+    await until(lambda: state.cluster.own_requested("a", "cpu") == 4500 and "web/forced" in state.cluster.pods)
     reject(emu, "web-1", "OutOfcpu", "Node didn't have enough resource: cpu, requested: 1000, used: 3500, "
                                      "capacity: 4000")
+    reject(emu, "forced", "OutOfcpu", "Node didn't have enough resource: cpu, requested: 3500, used: 1000, "
+                                      "capacity: 4000")
+    await until(lambda: events_of(emu, "web-1", "RejectedByKubelet") and "web/forced" not in state.cluster.pods)
+    await asyncio.sleep(0.3)
+    assert state.cluster.withheld == {}
     reject(emu, "kube-1", "NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
                                           "affinity/selector")
-    await until(lambda: events_of(emu, "web-1", "RejectedByKubelet"))
     await until(lambda: "b" in state.cluster.held)  # counted on every replica, reported for its own pods only
     await asyncio.sleep(0.3)
-    assert events_of(emu, "kube-1", "RejectedByKubelet") == []
-    assert state.cluster.withheld == {}
+    assert events_of(emu, "kube-1", "RejectedByKubelet") == [] and events_of(emu, "forced", "RejectedByKubelet") == []
     assert state.metrics.kubelet_rejections.get(profile="web", reason="OutOfcpu") == 1
     assert state.metrics.kubelet_rejections.get(profile="web", reason="NodeAffinity") == 0
     emu.add_pod("web-2", NS, cpu="400m", scheduler_name="placer")

@@ -11,7 +11,8 @@ answer; a pod that failed before this operator started is not reported):
   the watch explain the difference, the Node object changes, or `Options.kubelet_settle` seconds pass
   (then released here and the queue woken), so a controller's replacement pod does not go back to a
   node that refuses it; on every replica, so a new leader sees the same;
-- a pod of an active profile (one Placer bound) gets, from the leader, a Warning event
+- a pod of an active profile that a scheduler bound (its `PodScheduled` condition True, as the binding
+  sets it: not a pod created with its `nodeName`) gets, from the leader, a Warning event
   `RejectedByKubelet` naming the node and the kubelet's reason and message, and counts in
   `placer_kubelet_rejections_total{profile,reason}`.
 """
@@ -68,11 +69,11 @@ class KubeletRejections:
         elif self._gone.get(pod.key) == (pod.uid, pod.node_name):
             counted = True
         self._gone.pop(pod.key, None)  # reported once
-        return self.observed(pod, raw.get("status"), counted)
+        return self.observed(pod, raw.get("status"), counted, scheduled=_scheduled(raw.get("status")))
 
-    def observed(self, pod: PodInfo, status: Any, counted: bool) -> Rejection | None:
-        """A pod seen ended (`Failed`); `counted`: it was counted on its node until now. Returns the
-        kubelet's refusal when it was one."""
+    def observed(self, pod: PodInfo, status: Any, counted: bool, scheduled: bool = True) -> Rejection | None:
+        """A pod seen ended (`Failed`); `counted`: it was counted on its node until now; `scheduled`: a
+        scheduler bound it. Returns the kubelet's refusal when it was one."""
         if not counted or not pod.node_name:
             return None
         rejection = rejection_of(status)
@@ -87,7 +88,7 @@ class KubeletRejections:
         profile = state.profiles.active(pod.scheduler_name)
         logger.warning("pod %s (scheduler %s) rejected by the kubelet on node %s: %s: %s%s", pod.key,
                        pod.scheduler_name, node, rejection.reason, rejection.message, _withheld(withholding))
-        if profile is not None and state.is_leader():
+        if profile is not None and scheduled and state.is_leader():
             state.metrics.kubelet_rejections.inc(profile=profile.name, reason=rejection.reason)
             state.reporter.kubelet_rejected(pod, node, rejection.reason, rejection.message, profile.scheduler_name)
         return rejection
@@ -115,6 +116,13 @@ class KubeletRejections:
         """Nodes counted as their kubelets count them now, by kind (`amounts`, `held`): a gauge."""
         cluster = self.state.cluster
         return [({"kind": "amounts"}, float(len(cluster.withheld))), ({"kind": "held"}, float(len(cluster.held)))]
+
+
+def _scheduled(status: Any) -> bool:
+    """Whether a scheduler bound the pod: the binding sets `PodScheduled=True`."""
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return any(isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
+               and condition.get("status") == "True" for condition in conditions or ())
 
 
 def _withheld(withholding: Withholding | None) -> str:
