@@ -472,7 +472,8 @@ KUBE_SCHEDULER_V136 = {
     ("resource.k8s.io", "resourceclaims/binding", "patch", ""),
 }
 VOLUME_SCHEDULER = {
-    *(("", resource, verb, "") for resource in ("persistentvolumes", "persistentvolumeclaims") for verb in _READ_UPDATE),
+    *(("", resource, verb, "") for resource in ("persistentvolumes", "persistentvolumeclaims")
+      for verb in _READ_UPDATE),
     *(("storage.k8s.io", "storageclasses", verb, "") for verb in _READ),
 }
 STATIC_POD = ROOT / "manifests" / "placer-scheduler.yaml"
@@ -522,10 +523,10 @@ def test_cluster_scheduler_values(helm: str) -> None:
 
 
 def test_cluster_scheduler_refuses_what_would_race(helm: str) -> None:
-    with pytest.raises(RuntimeError, match="clusterScheduler.enabled needs leaderElection.enabled"):
+    with pytest.raises(RuntimeError, match=r"clusterScheduler\.enabled needs leaderElection\.enabled"):
         manifests.render(sets=["clusterScheduler.enabled=true", "leaderElection.enabled=false", "replicaCount=1"],
                          helm=helm)
-    with pytest.raises(RuntimeError, match="clusterScheduler.enabled renders that profile"):
+    with pytest.raises(RuntimeError, match=r"clusterScheduler\.enabled renders that profile"):
         manifests.render(sets=["clusterScheduler.enabled=true", "defaultProfile.enabled=true",
                                "defaultProfile.schedulerName=default-scheduler"], helm=helm)
     both = render(helm, "clusterScheduler.enabled=true", "defaultProfile.enabled=true")  # another name: fine
