@@ -27,8 +27,9 @@ def events_of(emu: KubeEmulator, name: str, reason: str) -> list[dict[str, Any]]
 
 
 def reject(emu: KubeEmulator, name: str, reason: str, message: str) -> None:
-    """What a kubelet's `rejectPod` writes."""
-    emu.patch("pods", name, {"status": {"phase": "Failed", "reason": reason,
+    """What a kubelet's `rejectPod` writes: its status replaces the conditions it owns (PodScheduled
+    among them) with none."""
+    emu.patch("pods", name, {"status": {"phase": "Failed", "reason": reason, "conditions": None,
                                         "message": "Pod was rejected: " + message}}, NS)
 
 

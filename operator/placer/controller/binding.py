@@ -379,6 +379,7 @@ class BindingCycles:
             self.answering = True
             state.queue.remove(key)  # stays assumed until the watch shows it bound
             state.reporter.scheduled(pod, node, profile.scheduler_name)
+            state.kubelet_rejections.bound(pod)  # a kubelet's refusal of it is Placer's to report
             self._post_bind(pod, decision, profile)
             return
         try:

@@ -11,8 +11,9 @@ answer; a pod that failed before this operator started is not reported):
   the watch explain the difference, the Node object changes, or `Options.kubelet_settle` seconds pass
   (then released here and the queue woken), so a controller's replacement pod does not go back to a
   node that refuses it; on every replica, so a new leader sees the same;
-- a pod of an active profile that a scheduler bound (its `PodScheduled` condition True, as the binding
-  sets it: not a pod created with its `nodeName`) gets, from the leader, a Warning event
+- a pod this operator bound (remembered from its binding on: not another scheduler's, nor one
+  created with its `nodeName`; the kubelet's refusal drops the pod's `PodScheduled` condition, which
+  it owns, so the pod itself no longer says) gets, from the leader, a Warning event
   `RejectedByKubelet` naming the node and the kubelet's reason and message, and counts in
   `placer_kubelet_rejections_total{profile,reason}`.
 """
@@ -40,6 +41,9 @@ logger = logging.getLogger("placer.kubelet")
 #: bound pods gone from the pod watch remembered (key -> (uid, node)), the oldest forgotten first: a
 #: failed pod's ADDED comes within moments of its DELETED there
 REMEMBERED_GONE = 4096
+#: pods this operator bound, remembered by uid, the oldest forgotten first: a kubelet refuses a pod
+#: within moments of its binding
+REMEMBERED_BOUND = 8192
 
 
 class KubeletRejections:
@@ -47,6 +51,14 @@ class KubeletRejections:
         self.state = state
         self._timers: dict[tuple[str, int], asyncio.TimerHandle] = {}
         self._gone: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._bound: OrderedDict[str, None] = OrderedDict()
+
+    def bound(self, pod: PodInfo) -> None:
+        """This operator bound the pod (the binding cycle): a refusal of it is its to report."""
+        bound = self._bound
+        bound[pod.uid] = None
+        if len(bound) > REMEMBERED_BOUND:
+            bound.popitem(last=False)
 
     def gone(self, record: PodRecord) -> None:
         """A pod counted on its node left the pod watch (deleted, or ended): remembered a while."""
@@ -69,11 +81,11 @@ class KubeletRejections:
         elif self._gone.get(pod.key) == (pod.uid, pod.node_name):
             counted = True
         self._gone.pop(pod.key, None)  # reported once
-        return self.observed(pod, raw.get("status"), counted, scheduled=_scheduled(raw.get("status")))
+        return self.observed(pod, raw.get("status"), counted, ours=self._bound.pop(pod.uid, 0) is None)
 
-    def observed(self, pod: PodInfo, status: Any, counted: bool, scheduled: bool = True) -> Rejection | None:
-        """A pod seen ended (`Failed`); `counted`: it was counted on its node until now; `scheduled`: a
-        scheduler bound it. Returns the kubelet's refusal when it was one."""
+    def observed(self, pod: PodInfo, status: Any, counted: bool, ours: bool = True) -> Rejection | None:
+        """A pod seen ended (`Failed`); `counted`: it was counted on its node until now; `ours`: this
+        operator bound it. Returns the kubelet's refusal when it was one."""
         if not counted or not pod.node_name:
             return None
         rejection = rejection_of(status)
@@ -88,7 +100,7 @@ class KubeletRejections:
         profile = state.profiles.active(pod.scheduler_name)
         logger.warning("pod %s (scheduler %s) rejected by the kubelet on node %s: %s: %s%s", pod.key,
                        pod.scheduler_name, node, rejection.reason, rejection.message, _withheld(withholding))
-        if profile is not None and scheduled and state.is_leader():
+        if profile is not None and ours and state.is_leader():
             state.metrics.kubelet_rejections.inc(profile=profile.name, reason=rejection.reason)
             state.reporter.kubelet_rejected(pod, node, rejection.reason, rejection.message, profile.scheduler_name)
         return rejection
@@ -116,13 +128,6 @@ class KubeletRejections:
         """Nodes counted as their kubelets count them now, by kind (`amounts`, `held`): a gauge."""
         cluster = self.state.cluster
         return [({"kind": "amounts"}, float(len(cluster.withheld))), ({"kind": "held"}, float(len(cluster.held)))]
-
-
-def _scheduled(status: Any) -> bool:
-    """Whether a scheduler bound the pod: the binding sets `PodScheduled=True`."""
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    return any(isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
-               and condition.get("status") == "True" for condition in conditions or ())
 
 
 def _withheld(withholding: Withholding | None) -> str:
