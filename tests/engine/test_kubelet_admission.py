@@ -163,7 +163,19 @@ def test_host_ports_the_kubelet_found_taken_are_withheld() -> None:
     assert filter_result(PORTS, pod("web-2", host_ports=[8080]), cluster) == {"a": True, "b": True}
 
 
-def test_any_other_reason_holds_the_node_until_it_changes() -> None:
+def test_a_reason_about_the_pod_withholds_nothing() -> None:
+    """The kubelet refuses the pod itself there (its `kubernetes.io/os` label, a sysctl, NUMA
+    alignment): the node is as Placer sees it, other pods may go."""
+    cluster = two_nodes()
+    for reason in ("PodOSSelectorNodeLabelDoesNotMatch", "SysctlForbidden", "TopologyAffinityError", "Other"):
+        rejection = rejection_of(refused(reason, "Failed to admit pod"))
+        assert rejection is not None
+        assert withhold(cluster, parse_pod(pod("w", node_name="a")), "a", rejection) is None
+    assert cluster.withheld == {} and cluster.held == {}
+    assert filter_result(UNSCHEDULABLE, pod("p"), cluster) == {"a": True, "b": True}
+
+
+def test_a_reason_about_the_nodes_state_holds_it_until_it_changes() -> None:
     cluster = two_nodes()
     rejection = rejection_of(refused("UnexpectedAdmissionError", "Allocate failed due to no healthy devices"))
     assert rejection is not None

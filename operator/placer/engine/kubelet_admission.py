@@ -19,8 +19,12 @@ would go to the same node and be refused again. So the node is counted as the ku
   there, the difference withheld (`ClusterState.withhold`) until pods arriving on the node in the
   watch explain it, or its Node object changes, or the operator releases it after a settle time;
 - `NodePorts`: the refused pod's host ports are withheld there likewise;
-- any other reason: the node itself differs from what Placer sees (labels, taints, devices, a
-  shutdown): it is held (as if cordoned) until its Node object changes or the settle time passes.
+- a reason about the node's state (`NODE_STATE_REASONS`: its labels or taints as the kubelet sees
+  them, a shutdown, pressure, its devices): the node differs from what Placer sees; it is held (as if
+  cordoned) until its Node object changes or the settle time passes;
+- a reason about the pod on that node (its OS label, sysctls, AppArmor, the topology manager's
+  alignment, a feature the node lacks...): nothing is withheld (the node is as Placer sees it; another
+  pod may go there).
 
 Pure: the operator reads the pod's status, calls `withhold` and releases after its settle time.
 """
@@ -36,6 +40,7 @@ from placer.engine.cluster import ClusterState
 from placer.engine.objects import PodInfo
 
 __all__ = [
+    "NODE_STATE_REASONS",
     "REJECTED_PREFIX",
     "Rejection",
     "Withholding",
@@ -53,6 +58,13 @@ _INSUFFICIENT = re.compile(
 )
 #: the kubelet's predicate name for host ports (kube's `nodeports.Name`)
 NODE_PORTS = "NodePorts"
+#: refusals that say the node's state differs from what the API shows Placer (kube's predicate names
+#: NodeAffinity, NodeName, TaintToleration; the shutdown manager's, the eviction manager's (pressure),
+#: the device manager's and the volume manager's reasons; the kubelet not knowing its own node)
+NODE_STATE_REASONS = frozenset({
+    "NodeAffinity", "NodeName", "TaintToleration", "NodeShutdown", "Evicted", "InvalidNodeInfo",
+    "UnexpectedAdmissionError", "VolumeAttachmentLimitExceeded", "UnknownReason", "UnexpectedPredicateFailureType",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +124,8 @@ def _unexplained(cluster: ClusterState, pod: PodInfo, node: str, rejection: Reje
 
 def withhold(cluster: ClusterState, pod: PodInfo, node: str, rejection: Rejection) -> Withholding | None:
     """Count the node as the kubelet that refused `pod` counts it (the module's docstring); None
-    when Placer's view already explains the refusal (e.g. the other scheduler's pod is in it)."""
+    when Placer's view already explains the refusal (e.g. the other scheduler's pod is in it), or
+    the refusal is about the pod rather than the node."""
     if cluster.node(node) is None:
         return None
     if rejection.resource:
@@ -129,7 +142,9 @@ def withhold(cluster: ClusterState, pod: PodInfo, node: str, rejection: Rejectio
             return None
         serial = cluster.withhold(node, {}, pod.host_ports)
         return Withholding(node, "amounts", serial, {}, pod.host_ports)
-    return Withholding(node, "node", cluster.hold_node(node), {})
+    if rejection.reason in NODE_STATE_REASONS:
+        return Withholding(node, "node", cluster.hold_node(node), {})
+    return None
 
 
 def release(cluster: ClusterState, withholding: Withholding) -> bool:
