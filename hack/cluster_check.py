@@ -28,6 +28,8 @@ allocatable):
   nodes; the victim terminates through its kubelet (a preStop sleep); the preemptor runs there;
 - `daemonset`: a DaemonSet's pods (the controller's `matchFields metadata.name` affinity, its
   tolerations) on every node, a cordoned one too;
+- `kubelet-refusal`: a pod its kubelet refuses (`PodOSSelectorNodeLabelDoesNotMatch`): Placer reports
+  it (a `RejectedByKubelet` event, its metric), the node stays usable;
 - `profile-edit` (Placer only: kube-scheduler reads its configuration at start): the profile edited
   while the Deployment scales: later pods follow the new version;
 - `node-dies` (last): a hollow kubelet killed; the node goes NotReady, its pods are evicted
@@ -83,7 +85,7 @@ DEFAULT_NAME = "default-scheduler"
 PAUSE = "registry.k8s.io/pause:3.10"
 LOW = "cluster-check-low"
 CONFIGS = ("second-placer", "second-kube", "only-placer", "only-kube")
-BURST_CONFIGS = ("second-placer", "second-kube", "split-pools", "one-scheduler")
+BURST_CONFIGS = ("second-placer", "second-kube", "split-pools", "split-taints", "one-scheduler")
 
 
 class Failed(AssertionError):
@@ -150,14 +152,19 @@ def pod_condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None
     return None
 
 
-def burst_pods(burst: int, schedulers: tuple[str, str], per_scheduler: int, cpu: str) -> list[Obj]:
-    """One burst's bare pods, the two schedulers' interleaved (created at once, they race)."""
+def burst_pods(burst: int, schedulers: tuple[str, str], per_scheduler: int, cpu: str,
+               tolerations: Mapping[str, list[Obj]] | None = None) -> list[Obj]:
+    """One burst's bare pods, the two schedulers' interleaved (created at once, they race);
+    `tolerations` by schedulerName (node pools split by taints)."""
     pods = []
     for index in range(per_scheduler):
         for which, name in enumerate(schedulers):
+            spec: Obj = {"schedulerName": name, "terminationGracePeriodSeconds": 0, "containers": [
+                {"name": "c", "image": PAUSE, "resources": {"requests": {"cpu": cpu}}}]}
+            if tolerations and tolerations.get(name):
+                spec["tolerations"] = tolerations[name]
             pods.append({"metadata": {"name": f"b{burst}-{'ab'[which]}-{index:02d}", "labels": {"burst": str(burst)}},
-                         "spec": {"schedulerName": name, "terminationGracePeriodSeconds": 0, "containers": [
-                             {"name": "c", "image": PAUSE, "resources": {"requests": {"cpu": cpu}}}]}})
+                         "spec": spec})
     return pods
 
 
@@ -698,6 +705,49 @@ async def daemonset_scenario(c: Cluster) -> Obj:
     return {"nodes": where, "cordoned_node_covered": cordoned in where, **facts}
 
 
+async def kubelet_refusal_scenario(c: Cluster) -> Obj:
+    """A pod whose `kubernetes.io/os` label its node's kubelet refuses (PodOSSelectorNodeLabelDoesNotMatch:
+    no scheduler reads pod labels for that): Failed by the kubelet; Placer reports it (a
+    RejectedByKubelet event naming the node and the reason, its metric); kube-scheduler says nothing."""
+    ns = await c.namespace("cc-refusal")
+    body = c.template({"app": "refused", "kubernetes.io/os": "windows"}, "100m")
+    body["metadata"]["name"] = "refused"
+    await c.create(f"/api/v1/namespaces/{ns}/pods", body)
+
+    async def failed() -> Obj | None:
+        pod = await c.get(f"/api/v1/namespaces/{ns}/pods/refused")
+        return pod if pod["status"].get("phase") == "Failed" else None
+
+    pod = await c.until(failed, 60, "the pod refused by its kubelet")
+    node, reason = pod["spec"]["nodeName"], pod["status"].get("reason")
+    expect(reason == "PodOSSelectorNodeLabelDoesNotMatch", f"the kubelet's reason: {reason}")
+    expect(str(pod["status"].get("message")).startswith("Pod was rejected: "), pod["status"].get("message"))
+    found: Obj = {"node": node, "reason": reason}
+    if c.who == "placer":
+        async def reported() -> list[Obj]:
+            events = (await c.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")) or {}
+            return [e for e in events.get("items") or [] if e.get("reason") == "RejectedByKubelet"]
+
+        [event] = await c.until(reported, 30, "Placer's RejectedByKubelet event")
+        expect(event["note"].startswith(f"Rejected by the kubelet on node {node}: {reason}: "), event["note"])
+        expect(event["type"] == "Warning" and event["reportingController"] == "placer.dev/scheduler", event)
+        metric = await _placer_metric(c.plane.hollow_port + PLACER_PORT_OFFSET)
+        expect(metric >= 1, f"placer_kubelet_rejections_total {metric}")
+        found.update(event=event["note"], metric=metric)
+    # the node is as the scheduler sees it: the next pod may go there
+    other = c.template({"app": "next"}, "100m", nodeSelector={"kubernetes.io/hostname": node})
+    other["metadata"]["name"] = "next"
+    await c.create(f"/api/v1/namespaces/{ns}/pods", other)
+
+    async def running() -> bool:
+        return (await c.get(f"/api/v1/namespaces/{ns}/pods/next"))["status"].get("phase") == "Running"
+
+    await c.until(running, 30, f"the next pod Running on {node}")
+    await c.api.call("DELETE", f"/api/v1/namespaces/{ns}/pods/refused", allow_missing=True)
+    facts = await c.sound(ns)
+    return {**found, **facts}
+
+
 async def profile_edit_scenario(c: Cluster) -> Obj:
     if c.who != "placer":
         return {"skipped": "kube-scheduler reads its configuration at start only"}
@@ -784,6 +834,7 @@ SCENARIOS: dict[str, Callable[[Cluster], Awaitable[Obj]]] = {
     "drain": drain_scenario,
     "preemption": preemption_scenario,
     "daemonset": daemonset_scenario,
+    "kubelet-refusal": kubelet_refusal_scenario,
     "profile-edit": profile_edit_scenario,
     "node-dies": node_dies_scenario,
 }
@@ -866,7 +917,8 @@ async def run_config(kube_bin: Path, config: str, names: list[str], logs: Path) 
 
 def _ns(name: str) -> str:
     return {"deployment": "deployment", "full-capacity": "full", "statefulset": "sts", "drain": "drain",
-            "preemption": "preempt", "daemonset": "ds", "profile-edit": "edit", "node-dies": "dies"}[name]
+            "preemption": "preempt", "daemonset": "ds", "kubelet-refusal": "refusal", "profile-edit": "edit",
+            "node-dies": "dies"}[name]
 
 
 # ----------------------------------------------------------------- the switch, measured
@@ -972,6 +1024,14 @@ async def bursts(kube_bin: Path, config: str, runs: int, logs: Path, per_schedul
             await wait_plane(c)
             nodes = await c.live_nodes()
             kube_profile: Obj = {"schedulerName": DEFAULT_NAME}
+            tolerations: dict[str, list[Obj]] = {}
+            if config == "split-taints":  # each pool tainted; each scheduler's pods tolerate their pool's taint
+                for index, node in enumerate(nodes):
+                    pool = "kube" if index < len(nodes) // 2 else "placer"
+                    await c.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": [
+                        {"key": "pool", "value": pool, "effect": "NoSchedule"}]}})
+                tolerations = {name: [{"key": "pool", "operator": "Equal", "value": pool, "effect": "NoSchedule"}]
+                               for name, pool in ((DEFAULT_NAME, "kube"), (SECOND_NAME, "placer"))}
             if config == "split-pools":
                 for index, node in enumerate(nodes):
                     await c.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {
@@ -1002,7 +1062,7 @@ async def bursts(kube_bin: Path, config: str, runs: int, logs: Path, per_schedul
             for run in range(runs):
                 run_facts: Obj = {"rejected": 0, "by_scheduler": {}, "pending": 0, "overcommitted": {}}
                 for burst in range(3):
-                    pods = burst_pods(burst, (DEFAULT_NAME, SECOND_NAME), per_scheduler, cpu)
+                    pods = burst_pods(burst, (DEFAULT_NAME, SECOND_NAME), per_scheduler, cpu, tolerations)
                     await asyncio.gather(*(c.create(f"/api/v1/namespaces/{ns}/pods", pod) for pod in pods))
                     await c.until(lambda pods=pods: _settled(c, ns, len(pods)), 60, "the burst settled")
                     await asyncio.sleep(2)  # late refusals
