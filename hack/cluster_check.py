@@ -85,6 +85,10 @@ DEFAULT_NAME = "default-scheduler"
 PAUSE = "registry.k8s.io/pause:3.10"
 LOW = "cluster-check-low"
 CONFIGS = ("second-placer", "second-kube", "only-placer", "only-kube")
+# a profile's default filters (API.md §2b), for a profile that adds one before them
+DEFAULT_FILTERS = ("NodeUnschedulable", "NodeReady", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+                   "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
+                   "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures")
 BURST_CONFIGS = ("second-placer", "second-kube", "split-pools", "split-taints", "one-scheduler")
 
 
@@ -758,10 +762,8 @@ async def profile_edit_scenario(c: Cluster) -> Obj:
     await c.rolled_out(ns, "app", 4)
     zone0 = sorted(n["metadata"]["name"] for n in await c.nodes()
                    if n["metadata"]["labels"].get("topology.kubernetes.io/zone") == "zone-0")
-    filters = [{"name": name} for name in (
-        "NodeUnschedulable", "NodeReady", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
-        "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
-        "InterPodAffinity")] + [{"name": "NodeLabel", "args": {"forbidden": {"topology.kubernetes.io/zone": "zone-0"}}}]
+    filters = [*({"name": name} for name in DEFAULT_FILTERS),
+               {"name": "NodeLabel", "args": {"forbidden": {"topology.kubernetes.io/zone": "zone-0"}}}]
     try:
         await c.patch(path, {"spec": {"filters": filters}})
         generation = (await c.get(path))["metadata"]["generation"]
@@ -1050,11 +1052,9 @@ async def bursts(kube_bin: Path, config: str, runs: int, logs: Path, per_schedul
                                              base + SECOND_KUBE_PORT_OFFSET)
                 else:
                     spec: Obj = {}
-                    if config == "split-pools":
+                    if config == "split-pools":  # NodeLabel before the default filters
                         spec = {"filters": [{"name": "NodeLabel", "args": {"required": {"pool": "placer"}}},
-                                            {"name": "NodeUnschedulable"}, {"name": "NodeReady"},
-                                            {"name": "TaintToleration"}, {"name": "NodeAffinity"},
-                                            {"name": "NodePorts"}, {"name": "NodeResourcesFit"}]}
+                                            *({"name": name} for name in DEFAULT_FILTERS)]}
                     await profile(c, SECOND_NAME, spec)
                     processes.placer("placer", base + PLACER_PORT_OFFSET)
             await asyncio.sleep(6)
@@ -1128,6 +1128,8 @@ def main() -> int:
     parser.add_argument("--config", nargs="+", choices=CONFIGS, help="configurations (default: all four)")
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), help="these scenarios only")
     parser.add_argument("--handover", action="store_true", help="also measure the switch to Placer and back")
+    parser.add_argument("--handover-runs", type=int, default=1, metavar="N", help="the switch measured N times")
+    parser.add_argument("--no-scenarios", action="store_true", help="only the switch (with --handover)")
     parser.add_argument("--bursts", type=int, metavar="RUNS", default=0,
                         help="instead of the scenarios: the second-scheduler bursts, RUNS runs per configuration")
     parser.add_argument("--burst-config", nargs="+", choices=BURST_CONFIGS, help="bursts' configurations")
@@ -1149,16 +1151,17 @@ def main() -> int:
         for config in args.burst_config or BURST_CONFIGS:
             results["bursts"][config] = asyncio.run(bursts(kube_bin, config, args.bursts, args.logs))
     else:
-        names = args.only or list(SCENARIOS)
-        results["configs"] = {}
-        for config in args.config or CONFIGS:
-            outcome = asyncio.run(run_config(kube_bin, config, names, args.logs))
-            results["configs"][config] = outcome
-            failed += sum(1 for r in outcome["scenarios"].values() if not r["ok"])
-        print("\n" + summary_table(results["configs"]))
+        if not args.no_scenarios:
+            names = args.only or list(SCENARIOS)
+            results["configs"] = {}
+            for config in args.config or CONFIGS:
+                outcome = asyncio.run(run_config(kube_bin, config, names, args.logs))
+                results["configs"][config] = outcome
+                failed += sum(1 for r in outcome["scenarios"].values() if not r["ok"])
+            print("\n" + summary_table(results["configs"]))
         if args.handover:
-            results["handover"] = asyncio.run(handover(kube_bin, args.logs))
-            failed += sum(1 for r in results["handover"].values() if r["unbound"])
+            results["handover"] = [asyncio.run(handover(kube_bin, args.logs)) for _ in range(args.handover_runs)]
+            failed += sum(1 for run in results["handover"] for r in run.values() if r["unbound"])
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -64,7 +64,10 @@ def test_a_burst_exactly_fills_four_hollow_nodes_the_two_schedulers_interleaved(
     assert len(pods) == 20 and len({p["metadata"]["name"] for p in pods}) == 20
     assert [p["spec"]["schedulerName"] for p in pods[:4]] == ["default-scheduler", "placer-check"] * 2
     assert sum(check.pod_cpu(p) for p in pods) == check.NODES * check.NODE_CPU_MILLI
-    assert all(p["spec"]["terminationGracePeriodSeconds"] == 0 for p in pods)
+    assert all(p["spec"]["terminationGracePeriodSeconds"] == 0 and "tolerations" not in p["spec"] for p in pods)
+    toleration = {"key": "pool", "operator": "Equal", "value": "placer", "effect": "NoSchedule"}
+    split = check.burst_pods(0, ("default-scheduler", "placer-check"), 2, "200m", {"placer-check": [toleration]})
+    assert [p["spec"].get("tolerations") for p in split] == [None, [toleration]] * 2
 
 
 def test_kube_scheduler_configuration(tmp_path: Path) -> None:
@@ -96,3 +99,9 @@ def test_every_scenario_has_a_namespace_and_runs_before_the_node_dies() -> None:
     names = list(check.SCENARIOS)
     assert names[-1] == "node-dies"  # it kills a hollow node: last
     assert len({check._ns(name) for name in names}) == len(names)
+
+
+def test_the_default_filters_are_placers() -> None:
+    from placer.engine.profile import DEFAULT_FILTERS
+
+    assert list(check.DEFAULT_FILTERS) == [entry["name"] for entry in DEFAULT_FILTERS]
