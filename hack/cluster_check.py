@@ -981,16 +981,19 @@ async def handover(kube_bin: Path, logs: Path, rate: float = 4.0, count: int = 4
                 await c.until(lambda ns=ns: _all_bound(c, ns, count), 60, "every streamed pod bound")
                 stop.set()
                 await watcher
-                after = sorted(t for t in bound.values() if t > stopped_at)
                 holder = ((await c.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler"))
                           or {}).get("spec", {}).get("holderIdentity", "")
                 facts = await c.sound(ns)
                 events = (await c.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")) or {}
-                scheduled_by = Counter(e.get("reportingController") or "" for e in events.get("items") or []
-                                       if e.get("reason") == "Scheduled")
+                by_pod = {e["regarding"]["name"]: e.get("reportingController") or "" for e in events.get("items") or []
+                          if e.get("reason") == "Scheduled"}
+                scheduled_by = Counter(by_pod.values())
+                new_leader = "placer.dev/scheduler" if second == "placer" else DEFAULT_NAME
+                # the new leader's first binding (the stopped one may still finish binds in flight)
+                after = sorted(t for name, t in bound.items() if by_pod.get(name) == new_leader)
                 results[direction] = {"scheduled_by": dict(scheduled_by),
                     **latency_summary(created, bound), "stop_took_s": round(took, 2),
-                    "first_bind_after_stop_s": round(after[0] - stopped_at, 2) if after else None,
+                    "new_leader_first_bind_s": round(after[0] - stopped_at, 2) if after else None,
                     "lease_holder": holder, **facts}
                 print(f"handover {direction}: {json.dumps(results[direction])}", flush=True)
                 processes.stop_all()
