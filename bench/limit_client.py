@@ -3,7 +3,7 @@ with no decisions at all, as fast as the API server takes them.
 
 What a scheduler must do per pod at the least, on the same control plane and the same two cores:
 one POST pods/binding and one events.k8s.io/v1 `Scheduled` event, MAX_IN_FLIGHT calls in flight,
-over Placer's own transport (`placer.controller.kube.KubeClient`, the leanest client here). Its
+over Placer's own transport (`placer.controller.transport.client.KubeClient`, the leanest client here). Its
 start-up is what any scheduler's is at the least too: a LIST of the nodes (from the watch cache,
 `resourceVersion=0`, as client-go's first LIST), then the pending pods in pages of 500 (as Placer
 reads them: binding starts with the first page, while the server prepares the next), then a watch
@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from placer.controller.kube import KubeClient
+from placer.controller.transport.client import KubeClient
 
 MAX_IN_FLIGHT = 64  # Placer's default binds in flight (Options.max_binds_in_flight) and more
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "operator"))
 
 import real_bench  # noqa: E402
-from placer.controller.kube import KubeClient, loads  # noqa: E402
-from placer.controller.listing import ACTIVE_PODS_SELECTOR  # noqa: E402
+from placer.controller.transport.client import KubeClient, loads  # noqa: E402
+from placer.controller.transport.listing import ACTIVE_PODS_SELECTOR  # noqa: E402
 from synthetic import cluster as synthetic_cluster  # noqa: E402
 
 PODS = "/api/v1/pods"

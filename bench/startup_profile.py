@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from placer.controller.kube import Pages, Reply
-from placer.controller.listing import PENDING_FIRST_PAGE
 from placer.controller.options import Options
 from placer.controller.state import SchedulerState
+from placer.controller.transport.client import Pages, Reply
+from placer.controller.transport.listing import PENDING_FIRST_PAGE
 
 PROFILE = {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
            "metadata": {"name": "bench", "resourceVersion": "1"}, "spec": {"schedulerName": "placer"}}

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from placer.controller.kube import ApiError, KubeClient
-from placer.controller.kubeconfig import ConfigError
-from placer.controller.profiles import uses_node_utilization
+from placer.controller.profiles.registry import uses_node_utilization
+from placer.controller.transport.client import ApiError, KubeClient
+from placer.controller.transport.kubeconfig import ConfigError
 from placer.engine.cluster import ClusterState
 from placer.engine.explain import Explanation, explain
 from placer.engine.gang import Outcome, decide_group

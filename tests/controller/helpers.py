@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from placer.controller.kube import ApiError, BindOutcome, BindResult, Reply
 from placer.controller.main import operate
 from placer.controller.options import Options
 from placer.controller.state import SchedulerState
+from placer.controller.transport.client import ApiError, BindOutcome, BindResult, Reply
 from placer.engine.framework import ObjectRef, Write
 from placer.engine.kinds import KINDS as CATALOG_KINDS
 
@@ -115,7 +115,7 @@ def profile(
 
 
 class OnePage:
-    """A LIST of one page, as `placer.controller.kube.Pages` hands pages out."""
+    """A LIST of one page, as `placer.controller.transport.client.Pages` hands pages out."""
 
     def __init__(self, path: str, listing: Awaitable[tuple[list[dict[str, Any]], str]]) -> None:
         self.path = path

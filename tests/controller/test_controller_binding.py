@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from placer.controller.loop import SchedulingLoop
-from placer.controller.preemption import pod_ref
+from placer.controller.scheduling.loop import SchedulingLoop
+from placer.controller.scheduling.preemption import pod_ref
 from placer.controller.state import SchedulerState
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import STRATEGIC_MERGE_PATCH, FilterPlugin, NoArgs, PostBindPlugin, Write

@@ -1,4 +1,4 @@
-"""The groups in the operator's cache (`placer.controller.groups`), driven by hand: members held while
+"""The groups in the operator's cache (`placer.controller.informers.groups`), driven by hand: members held while
 their group waits (kube's GangScheduling PreEnqueue), released together when the PodGroup comes or
 the last member is added, held again when the group is gone; the group's status write."""
 
@@ -60,13 +60,13 @@ async def test_the_group_condition_is_written_with_a_precondition_and_retried_on
     class Kube:
         async def write(self, write: Any) -> Any:
             writes.append(write)
-            from placer.controller.kube import Reply
+            from placer.controller.transport.client import Reply
             return Reply(409 if len(writes) == 1 else 200, b"{}")
 
         async def get_object(self, ref: Any, retries: int | None = None) -> Any:
             import json
 
-            from placer.controller.kube import Reply
+            from placer.controller.transport.client import Reply
             return Reply(200, json.dumps(podgroup(2, rv="9")).encode())
 
     state = unit_state()

@@ -1,4 +1,4 @@
-"""Placer's own kubeconfig and in-cluster loader (`placer.controller.kubeconfig`): what it reads, how
+"""Placer's own kubeconfig and in-cluster loader (`placer.controller.transport.kubeconfig`): what it reads, how
 a token rotates, certificates from data, the exec-plugin fallback, and that `placer run` never
 imports kubernetes_asyncio's generated client."""
 
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from placer.controller.kube import KubeClient
-from placer.controller.kubeconfig import (
+from placer.controller.transport.client import KubeClient
+from placer.controller.transport.kubeconfig import (
     ConfigError,
     Configuration,
     TokenFile,
@@ -376,7 +376,7 @@ def test_the_kubeconfig_loads_without_the_generated_client(tmp_path: Path) -> No
     path = kubeconfig(tmp_path / "kc", cluster={"server": "http://api"}, user={"token": "x"})
     script = textwrap.dedent(f"""\
         import asyncio, json, sys
-        from placer.controller.kubeconfig import load_kubeconfig
+        from placer.controller.transport.kubeconfig import load_kubeconfig
         configuration = asyncio.run(load_kubeconfig({str(path)!r}))
         print(json.dumps([configuration.host, "kubernetes_asyncio" in sys.modules]))
     """)

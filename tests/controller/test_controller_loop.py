@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import placer.controller.loop as loop_module
+import placer.controller.scheduling.loop as loop_module
 import pytest
-from placer.controller.kube import BindOutcome, BindResult
-from placer.controller.loop import SchedulingLoop
+from placer.controller.scheduling.loop import SchedulingLoop
 from placer.controller.state import SchedulerState
+from placer.controller.transport.client import BindOutcome, BindResult
 
 from tests.controller.helpers import FakeKube, node, pod, profile, unit_state, until
 

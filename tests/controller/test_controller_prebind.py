@@ -10,9 +10,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from placer.controller.kube import ApiError
-from placer.controller.loop import SchedulingLoop
+from placer.controller.scheduling.loop import SchedulingLoop
 from placer.controller.state import SchedulerState
+from placer.controller.transport.client import ApiError
 from placer.engine.kinds import KINDS
 from placer.engine.storage import BIND_COMPLETED, SELECTED_NODE
 from placer.plugins.volume_binding import BOUND_BY_CONTROLLER

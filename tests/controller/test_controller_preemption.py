@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from placer.controller.loop import SchedulingLoop
+from placer.controller.scheduling.loop import SchedulingLoop
 from placer.controller.state import SchedulerState
 from placer.engine.kinds import KINDS_BY_NAME
 

@@ -5,7 +5,7 @@ Conflict) — one series per profile, gone with the profile."""
 from __future__ import annotations
 
 from placer.controller.metrics import Metrics
-from placer.controller.profiles import ProfileRegistry
+from placer.controller.profiles.registry import ProfileRegistry
 from placer.engine.cluster import ClusterState
 
 from tests.controller.helpers import profile, unit_state

@@ -8,9 +8,9 @@ import itertools
 import logging
 
 import pytest
-from placer.controller.kube import BindOutcome, BindResult
-from placer.controller.loop import SchedulingLoop
-from placer.controller.settings import EndlessBackoff
+from placer.controller.lifecycle.kopf_settings import EndlessBackoff
+from placer.controller.scheduling.loop import SchedulingLoop
+from placer.controller.transport.client import BindOutcome, BindResult
 from placer.engine.kinds import KINDS_BY_NAME
 from placer.testing import namespace
 

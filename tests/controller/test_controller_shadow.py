@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from placer.controller.metrics import Metrics
-from placer.controller.profiles import ProfileRegistry
-from placer.controller.shadow import (
+from placer.controller.profiles.registry import ProfileRegistry
+from placer.controller.profiles.shadow import (
     KEPT_DISAGREEMENTS,
     Disagreement,
     NodeTable,

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from placer.controller.kube import ApiError
-from placer.controller.listing import PENDING_FIRST_PAGE, PROFILES_PATH, ResyncLists
 from placer.controller.main import operate
 from placer.controller.options import Options
 from placer.controller.resync import FILE_CHUNK
+from placer.controller.transport.client import ApiError
+from placer.controller.transport.listing import PENDING_FIRST_PAGE, PROFILES_PATH, ResyncLists
 from placer.engine.kinds import KINDS
 
 from tests.controller.helpers import FakeKube, Launch, OperatorThread, node, operator_options, pod, unit_state, until

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import placer.controller.cache as cache_module
+import placer.controller.informers.cache as cache_module
 import pytest
-from placer.controller.health import health
+from placer.controller.lifecycle.health import health
 from placer.controller.metrics import Metrics
 from placer.controller.state import SchedulerState
 from placer.engine.kinds import KINDS_BY_NAME

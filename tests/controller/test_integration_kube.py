@@ -14,10 +14,10 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-from placer.controller import http as http_module
-from placer.controller import kube as kube_module
-from placer.controller.kube import ApiError, BindResult, KubeClient
-from placer.controller.leader import micro_time
+from placer.controller.lifecycle.leader import micro_time
+from placer.controller.transport import client as kube_module
+from placer.controller.transport import http as http_module
+from placer.controller.transport.client import ApiError, BindResult, KubeClient
 
 from tests.controller.netfixtures import Certs, Proxy, TlsFront, make_certs
 from tests.kubeemu import KubeEmulator
@@ -364,7 +364,7 @@ async def test_an_https_proxy_tls_inside_tls(
 async def test_the_proxy_from_the_environment_and_no_proxy(
         kube_emulator: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server named `placer-emu.test` (resolved to the emulator here): a loopback address is
-    never proxied, as client-go never proxies it (placer.controller.proxy_env)."""
+    never proxied, as client-go never proxies it (placer.controller.transport.proxy_env)."""
     name, resolve = "placer-emu.test", socket.getaddrinfo
     monkeypatch.setattr(socket, "getaddrinfo",
                         lambda host, *args, **kwargs: resolve("127.0.0.1" if host == name else host, *args, **kwargs))

@@ -1,4 +1,4 @@
-"""KubeClient's retry policy (`placer.controller.retry`) against small hostile servers on 127.0.0.1
+"""KubeClient's retry policy (`placer.controller.transport.retry`) against small hostile servers on 127.0.0.1
 that count what they are sent: reads are sent again after connection errors, a write only when
 it never left or its repeat's answer tells what happened; 429/503 for every call, 500/502/504 for
 replay-safe ones; Retry-After in whole seconds, capped; certificate failures never retried."""
@@ -20,14 +20,20 @@ from typing import Any
 
 import orjson
 import pytest
-from placer.controller import retry as retry_module
-from placer.controller.effects import Effects
-from placer.controller.http import BodyTooLargeError, NotSentError, TlsVerificationError
-from placer.controller.kube import ApiError, BindResult, KubeClient, Replay
-from placer.controller.kubeconfig import Configuration
+from placer.controller.binding.effects import Effects
+from placer.controller.binding.reporting import Reporter
 from placer.controller.metrics import Metrics
-from placer.controller.reporting import Reporter
-from placer.controller.retry import MAX_RETRY_AFTER, certificate_failure, resendable, retry_after, write_replay
+from placer.controller.transport import retry as retry_module
+from placer.controller.transport.client import ApiError, BindResult, KubeClient, Replay
+from placer.controller.transport.http import BodyTooLargeError, NotSentError, TlsVerificationError
+from placer.controller.transport.kubeconfig import Configuration
+from placer.controller.transport.retry import (
+    MAX_RETRY_AFTER,
+    certificate_failure,
+    resendable,
+    retry_after,
+    write_replay,
+)
 from placer.engine.framework import JSON_PATCH, STRATEGIC_MERGE_PATCH, ObjectRef, Write
 from placer.engine.parsing import parse_pod
 

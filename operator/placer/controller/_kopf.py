@@ -4,7 +4,7 @@ Kopf supports the official clients' model objects where it accepts a body (`kopf
 `kopf.label`, ...): `kopf._cogs.helpers.thirdparty` tries `from kubernetes_asyncio.client import
 V1ObjectMeta, V1OwnerReference` at import time, and uses dummies when that raises ImportError (the
 library not installed). Here it is installed (for exec plugins and auth providers, see
-`placer.controller.kubeconfig`), and that one import loads its whole generated client, some 700
+`placer.controller.transport.kubeconfig`), and that one import loads its whole generated client, some 700
 model modules: about 0.35 s of a cold start, before Placer could list anything.
 
 Placer never hands Kopf a kubernetes_asyncio model (its handlers get raw dicts, it passes Kopf no

@@ -14,7 +14,7 @@ decide (`KOPF_AFTER_FIRST_BIND` at the latest): Kopf's and aiohttp's imports (~0
 thread holding the GIL) and Kopf's own start-up (API discovery, a LIST per kind) are not on the way
 to the first binding, and Kopf's first listing replays whatever changed meanwhile. Nothing on the
 way imports them, nor kubernetes_asyncio's generated client (`placer.controller._kopf`,
-`placer.controller.kubeconfig`). The methods `@dataclass` generates come compiled from
+`placer.controller.transport.kubeconfig`). The methods `@dataclass` generates come compiled from
 `placer.dataclass_cache` (`save_compiled`). Until Kopf installs its signal handlers,
 SIGTERM/SIGINT stop the operator gracefully here. `placer run` keeps the garbage collector off
 until the first resync is filed (`resume_gc`).
@@ -35,15 +35,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from placer import dataclass_cache
-from placer.controller.kube import ApiError, KubeClient
-from placer.controller.kubeconfig import ConfigError
-from placer.controller.listing import PROFILES_PATH, ResyncLists
 from placer.controller.options import Options
-from placer.controller.proxy_env import ProxyError
+from placer.controller.transport.client import ApiError, KubeClient
+from placer.controller.transport.kubeconfig import ConfigError
+from placer.controller.transport.listing import PROFILES_PATH, ResyncLists
+from placer.controller.transport.proxy_env import ProxyError
 
 if TYPE_CHECKING:
-    from placer.controller.health import HealthServer
-    from placer.controller.loop import SchedulingLoop
+    from placer.controller.lifecycle.health import HealthServer
+    from placer.controller.scheduling.loop import SchedulingLoop
     from placer.controller.state import SchedulerState
 
 __all__ = ["LogfmtFormatter", "configure_logging", "operate", "run"]
@@ -105,8 +105,8 @@ def _import_engine(kinds_imported: Callable[[], None] | None = None, save_compil
 
     if kinds_imported is not None:
         kinds_imported()
-    import placer.controller.informers
-    import placer.controller.loop
+    import placer.controller.informers.informer
+    import placer.controller.scheduling.loop
     import placer.controller.state
     import placer.plugins  # noqa: F401
 
@@ -116,9 +116,9 @@ def _import_engine(kinds_imported: Callable[[], None] | None = None, save_compil
 
 def _import_kopf_side(save_compiled: bool = False) -> None:
     """Kopf, Placer's handlers and /healthz (aiohttp): what `operate` starts after the first resync."""
-    import placer.controller.handlers
-    import placer.controller.health
-    import placer.controller.settings  # noqa: F401
+    import placer.controller.lifecycle.health
+    import placer.controller.lifecycle.kopf_handlers
+    import placer.controller.lifecycle.kopf_settings  # noqa: F401
 
     if save_compiled:
         dataclass_cache.save()
@@ -240,8 +240,8 @@ async def operate(
         first_lists.close()
         await kube.close()
         raise
-    from placer.controller.informers import node_informer, pod_informer
-    from placer.controller.loop import SchedulingLoop
+    from placer.controller.informers.informer import node_informer, pod_informer
+    from placer.controller.scheduling.loop import SchedulingLoop
     from placer.controller.state import SchedulerState
     from placer.plugins import log_plugins
 
@@ -291,9 +291,9 @@ async def operate(
         if _is_set((stop_flag, signalled)):
             return
         from placer.controller._kopf import kopf
-        from placer.controller.handlers import register
-        from placer.controller.health import HealthServer
-        from placer.controller.settings import configure_settings
+        from placer.controller.lifecycle.health import HealthServer
+        from placer.controller.lifecycle.kopf_handlers import register
+        from placer.controller.lifecycle.kopf_settings import configure_settings
 
         registry = kopf.OperatorRegistry()
         register(registry, options)

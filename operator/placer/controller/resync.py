@@ -1,7 +1,7 @@
 """Resyncs: fresh LISTs reconciled into the cache, and the deletions no event will ever tell.
 
 A resync runs at startup, at every start of leadership (`SchedulerState.coordinate`), and after
-Kopf re-listed a kind. Pods and nodes come from Placer's own watches (`placer.controller.informers`),
+Kopf re-listed a kind. Pods and nodes come from Placer's own watches (`placer.controller.informers.informer`),
 which resume from the resync's LISTs (`watch_versions`); profiles and the catalog kinds from Kopf's.
 
 Deletions no event will ever tell: when a watch resumes from a resourceVersion the server has
@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from placer.controller.cache import older
-from placer.controller.kube import ApiError, Pages
-from placer.controller.listing import NODES_PATH, PROFILES_PATH, Page, ResyncLists
+from placer.controller.informers.cache import older
 from placer.controller.signals import Signal
 from placer.controller.startup_timing import StartupTiming
+from placer.controller.transport.client import ApiError, Pages
+from placer.controller.transport.listing import NODES_PATH, PROFILES_PATH, Page, ResyncLists
 from placer.engine.catalog import Kind
 from placer.engine.kinds import KINDS as CATALOG_KINDS
 from placer.engine.parsing import pod_key
@@ -42,7 +42,7 @@ __all__ = ["KOPF_KINDS", "PROFILES_PATH", "Resync"]
 
 logger = logging.getLogger("placer.resync")
 
-# the kinds Kopf watches (pods and nodes come through `placer.controller.informers`)
+# the kinds Kopf watches (pods and nodes come through `placer.controller.informers.informer`)
 KOPF_KINDS = ("profiles", *(kind.plural for kind in CATALOG_KINDS))
 # Kopf delivers a listing in one burst; a listing event this long after the previous one of its
 # kind starts a new listing
@@ -88,7 +88,7 @@ class Resync:
         self.decidables = 0
         self.decided = Signal()
         self._running: asyncio.Task[None] | None = None
-        # where the watches of `placer.controller.informers` resume: kind -> listed path -> version
+        # where the watches of `placer.controller.informers.informer` resume: kind -> listed path -> version
         self.watch_versions: dict[str, dict[str, str]] = {"pods": {}, "nodes": {}}
         # the first resync's node and pending pods LISTs, asked for before the engine was imported
         # (`placer.controller.main.operate`); taken over by the first resync while fresh

@@ -3,22 +3,22 @@
 What it holds, each part in a module named for its job:
 
 - the engine: the cluster (`ClusterState`), the queue, the `Scheduler` (with the pods waiting on
-  Permit), the profiles (`placer.controller.profiles`) and the shadows (`placer.controller.shadow`);
-- `cache` (`placer.controller.cache`): what the informers feed — pods, nodes, profiles — turned
-  into engine calls; `nominations` (`placer.controller.nominations`); `catalog`
-  (`placer.controller.catalog_feed`): every other kind; `groups` (`placer.controller.groups`) and
-  `group_watch` (`placer.controller.group_watch`): groups of pods and their PodGroups;
+  Permit), the profiles (`placer.controller.profiles.registry`) and the shadows (`placer.controller.profiles.shadow`);
+- `cache` (`placer.controller.informers.cache`): what the informers feed — pods, nodes, profiles — turned
+  into engine calls; `nominations` (`placer.controller.informers.nominations`); `catalog`
+  (`placer.controller.informers.catalog`): every other kind; `groups` (`placer.controller.informers.groups`) and
+  `group_watch` (`placer.controller.informers.group_kinds`): groups of pods and their PodGroups;
 - `resync` (`placer.controller.resync`): fresh LISTs, pruning, where the watches resume;
-- `statuses` (`placer.controller.statuses`): the profiles' status writer;
-- `node_metrics` (`placer.controller.node_metrics`): NodeMetrics for NodeUtilization;
-- `api` (`placer.controller.api_health`): whether the API server answers; /healthz is
-  `placer.controller.health`;
+- `statuses` (`placer.controller.profiles.statuses`): the profiles' status writer;
+- `node_metrics` (`placer.controller.informers.node_metrics`): NodeMetrics for NodeUtilization;
+- `api` (`placer.controller.lifecycle.api_health`): whether the API server answers; /healthz is
+  `placer.controller.lifecycle.health`;
 - the reporter (events, conditions), the API client and leader election.
 
 Events come in here (`pod_event`, `node_event` from Placer's informers; `profile_event`,
 `object_event` from Kopf's handlers) and go to the part that files them; `wake` tells the queue,
 the scheduling loop and waiting binding cycles that something changed. `coordinate` runs the terms:
-resync, then let the scheduling loop (`placer.controller.loop`) run while leading.
+resync, then let the scheduling loop (`placer.controller.scheduling.loop`) run while leading.
 """
 
 from __future__ import annotations
@@ -30,23 +30,23 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from placer.controller.api_health import ApiHealth
-from placer.controller.cache import ClusterCache
-from placer.controller.catalog_feed import CatalogFeed, object_key
-from placer.controller.group_watch import GroupWatches
-from placer.controller.groups import GroupMembers
-from placer.controller.kube import KubeClient
-from placer.controller.leader import LeaderElector
+from placer.controller.binding.reporting import Reporter
+from placer.controller.informers.cache import ClusterCache
+from placer.controller.informers.catalog import CatalogFeed, object_key
+from placer.controller.informers.group_kinds import GroupWatches
+from placer.controller.informers.groups import GroupMembers
+from placer.controller.informers.node_metrics import NodeMetricsPoller
+from placer.controller.informers.nominations import Nominations
+from placer.controller.lifecycle.api_health import ApiHealth
+from placer.controller.lifecycle.leader import LeaderElector
 from placer.controller.metrics import Metrics
-from placer.controller.node_metrics import NodeMetricsPoller
-from placer.controller.nominations import Nominations
 from placer.controller.options import Options
-from placer.controller.profiles import ProfileRegistry
-from placer.controller.reporting import Reporter
+from placer.controller.profiles.registry import ProfileRegistry
+from placer.controller.profiles.shadow import Shadows
+from placer.controller.profiles.statuses import StatusWriter
 from placer.controller.resync import Resync
-from placer.controller.shadow import Shadows
 from placer.controller.signals import WatchedEvents
-from placer.controller.statuses import StatusWriter
+from placer.controller.transport.client import KubeClient
 from placer.engine.catalog import Kind
 from placer.engine.cluster import ClusterState
 from placer.engine.queue import SchedulingQueue
@@ -153,7 +153,7 @@ class SchedulerState:
     # ----------------------------------------------------------------- events in
 
     def pod_event(self, event: Mapping[str, Any]) -> None:
-        """An event of Placer's own pod watch (`placer.controller.informers`), not Kopf's."""
+        """An event of Placer's own pod watch (`placer.controller.informers.informer`), not Kopf's."""
         raw = event["object"]
         if event["type"] == "DELETED":
             self.cache.pod_deleted(raw)
@@ -161,7 +161,7 @@ class SchedulerState:
             self.cache.observe_pod(raw)
 
     def node_event(self, event: Mapping[str, Any]) -> None:
-        """An event of Placer's own node watch (`placer.controller.informers`), not Kopf's."""
+        """An event of Placer's own node watch (`placer.controller.informers.informer`), not Kopf's."""
         raw = event["object"]
         if event["type"] == "DELETED":
             self.cache.node_deleted(raw)

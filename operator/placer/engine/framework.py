@@ -16,7 +16,7 @@ The binding points run for every plugin of a profile that implements them, which
 (filters, scores, postFilters). Plugins stay pure there too: a PreBind says *what* must be written
 (`Write`: a patch or delete of any object, with a resourceVersion or UID precondition, and how to
 undo it) and what to wait for (`WaitFor`: a predicate over the watch-fed cluster), and the operator
-(`placer.controller.effects`, `placer.controller.binding`) carries it out.
+(`placer.controller.binding.effects`, `placer.controller.binding.cycle`) carries it out.
 
 Adding a plugin: write `placer/plugins/<name>.py` with the class and its docstring (what it
 does, its args, an example profile), a `<name>_test.py` beside it, and its entry point in the

@@ -5,7 +5,7 @@ Kept apart from the plugins, as kube-scheduler's `framework/runtime`: this modul
 order of the extension points and kube-scheduler's rules around them
 (`percentageOfNodesToScore`, the rotating start index, the `0/N nodes are available` message, the
 15-minute cap on a Permit wait), and nothing about what any plugin does. What the binding cycle
-writes and waits for is carried out by the operator (`placer.controller.binding`).
+writes and waits for is carried out by the operator (`placer.controller.binding.cycle`).
 
 What a cycle costs is the number of numpy calls far more than the number of nodes, so the runtime
 makes few: the scan for the nodes to score looks at the next `2 x (wanted + 1)` nodes of the

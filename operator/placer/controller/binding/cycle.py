@@ -1,0 +1,435 @@
+"""The binding cycle (kube's `bindingCycle`) of a pod the scheduling cycle placed, reserved and ran
+Permit for: WaitOnPermit, PreBind, Bind, PostBind, and on any failure Unreserve. It knows no
+plugin: the engine says which have work, and their work is data (`Write`s carried out by
+`placer.controller.binding.effects`, a `WaitFor` checked against the watch-fed cluster).
+
+A pod allowed at once with no PreBind work is bound in a task holding the loop's bind slot (the hot
+path). Otherwise its task holds no slot while it waits — on Permit, then on each PreBind's writes
+and wait (re-checked at its events, when the pod is deleted or bound meanwhile, and once a second,
+until its timeout) — and takes one to bind. A failure undoes the PreBind writes that landed (latest
+first), the pod's reservations and room (`Scheduler.unpermit`, `Scheduler.forget`) and sends it
+back to the queue: unschedulable for a Permit rejection, `running PreBind plugin "<name>": <why>`
+(SchedulerError) for a PreBind, quietly when the pod is gone, for the next term when leadership is
+lost or the operator stops. A bind with no answer at all pauses the loop (`ApiHealth.unreachable`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from placer.controller.binding.effects import Effects
+from placer.controller.transport.client import BindOutcome, BindResult
+from placer.engine.framework import (
+    BindingPoints,
+    ClusterEvent,
+    ObjectRef,
+    PermitPlugin,
+    PreBind,
+    PreBindError,
+    PreBindPlugin,
+    WaitFor,
+    Write,
+)
+from placer.engine.objects import PodInfo
+from placer.engine.profile import Profile
+from placer.engine.runtime import Decision, PluginFailed, binding_points, permit_message
+
+if TYPE_CHECKING:
+    from placer.controller.state import SchedulerState
+
+__all__ = ["RECHECK", "BindingCycles", "Failure", "Result"]
+
+logger = logging.getLogger("placer.binding")
+
+RECHECK = 1.0  # seconds: the longest a wait goes without looking (kube polls its cache every second)
+# what may end any wait of the binding cycle: the pod deleted, or bound by someone else
+POD_EVENTS = frozenset({ClusterEvent.POD_DELETE, ClusterEvent.POD_UPDATE})
+
+
+class Result(enum.Enum):
+    BOUND = "bound"  # (a PreBind's metric: its work is done, the pod may be bound)
+    FAILED = "failed"  # a write was rejected, or the wait cannot succeed
+    TIMEOUT = "timeout"  # the PreBind's wait did not succeed in time
+    GONE = "gone"  # the pod was deleted, or bound by someone else, meanwhile
+    ABANDONED = "abandoned"  # leadership lost, or the operator is stopping
+    REJECTED = "rejected"  # a Permit plugin rejected the pod (or its wait timed out)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    result: Result
+    message: str  # the FailedScheduling note (kube's wording), or why the pod was dropped
+    answered: bool = True  # False: a write got no HTTP answer at all (server unreachable)
+    wake_on: frozenset[str] = frozenset()  # what may let the pod go (its backoff wake-ups)
+
+
+def pre_bind_error(plugin: str, message: str) -> str:
+    """How kube reports a PreBind failure (its framework wraps the plugin's error)."""
+    return f'running PreBind plugin "{plugin}": {message}'
+
+
+class BindingCycles:
+    """The binding cycles in flight, one task each."""
+
+    def __init__(
+        self, state: SchedulerState, slots: asyncio.Semaphore, stopping: asyncio.Event,
+        clear_nomination: Callable[[PodInfo], None],
+    ) -> None:
+        self.state = state
+        self.slots = slots
+        self.stopping = stopping
+        self.clear_nomination = clear_nomination
+        self.effects = Effects(state)
+        self.changed = state.binding_changes  # fired by the watches' events the waits ask for
+        self._binds: set[asyncio.Task[None]] = set()  # binding now, each with a bind slot
+        self._waiting: set[asyncio.Task[None]] = set()  # on Permit or PreBind, holding no slot
+        self._post: set[asyncio.Task[None]] = set()  # PostBind writes
+        self._in_pre_bind: Counter[str] = Counter()  # metric family -> pods in that PreBind now
+        for family, (_, gauge) in state.metrics.pre_binds.items():
+            gauge.source = lambda family=family: [({}, self._in_pre_bind[family])]  # type: ignore[misc]
+        self._points: tuple[Profile | None, BindingPoints | None] = (None, None)  # the last profile's
+        # a bind was answered (bound) since the start, and none got no answer at all since: the loop
+        # may decide pods back to back (until then it lets each bind go out before the next decision)
+        self.answering = False
+        self.answered = asyncio.Event()  # a bind had an answer (of any kind), once
+        self._bind_results = {result: state.metrics.bindings.labels(result=result.value) for result in BindResult}
+
+    def points(self, profile: Profile) -> BindingPoints:
+        """The profile's Reserve, Permit, PreBind and PostBind plugins; the last profile's are kept at
+        hand (pod after pod is of the same profile)."""
+        last, points = self._points
+        if last is not profile or points is None:
+            points = binding_points(profile)
+            self._points = (profile, points)
+        return points
+
+    @property
+    def binds_in_flight(self) -> int:
+        return len(self._binds)
+
+    @property
+    def waiting(self) -> int:
+        """Binding cycles waiting on Permit or PreBind."""
+        return len(self._waiting)
+
+    @property
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [*self._binds, *self._waiting, *self._post]
+
+    def _spawn(self, job: Coroutine[Any, Any, None], tasks: set[asyncio.Task[None]]) -> None:
+        task = asyncio.create_task(job)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    # ----------------------------------------------------------------- from the scheduling cycle
+
+    def start(self, pod: PodInfo, decision: Decision, profile: Profile, slot: bool = True) -> bool:
+        """The binding cycle of a pod reserved and permitted (or waiting on Permit); True when its
+        task took the bind slot of the loop's cycle (`slot`: the cycle has one to give — a group
+        cycle's first pod does, its others wait for one)."""
+        state = self.state
+        assert decision.permit is not None
+        plans: list[tuple[PreBindPlugin[Any], PreBind]] | None = None
+        if decision.permit.allowed:
+            try:
+                plans = state.scheduler.pre_bind(pod, decision, profile, state.cluster)  # kube's PreBindPreFlight
+            except PluginFailed as failed:
+                self._failed(pod, decision, profile, self._plugin_failure(pod, failed), from_now=False)
+                return False
+            if not plans and slot:
+                self._spawn(self._bind(pod, decision, profile, []), self._binds)
+                return True
+        self._spawn(self._wait_then_bind(pod, decision, profile, plans), self._waiting)
+        return False  # waiting holds no bind slot
+
+    @staticmethod
+    def _plugin_failure(pod: PodInfo, failed: PluginFailed) -> Failure:
+        logger.error("PreBind %s of %s failed", failed.plugin.name, pod.key, exc_info=failed.error)
+        events = failed.plugin.events if isinstance(failed.plugin, PreBindPlugin) else frozenset()
+        return Failure(Result.FAILED, pre_bind_error(failed.plugin.name, str(failed.error)), wake_on=events)
+
+    def rejected(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
+        """Permit rejected the pod in the scheduling cycle itself."""
+        self._failed(pod, decision, profile, self._permit_failure(decision, profile), from_now=False)
+
+    # ----------------------------------------------------------------- the waits
+
+    async def _wait_then_bind(
+        self, pod: PodInfo, decision: Decision, profile: Profile,
+        plans: list[tuple[PreBindPlugin[Any], PreBind]] | None,
+    ) -> None:
+        state = self.state
+        done: list[Write] = []  # the PreBind writes that landed, for undoing
+        try:
+            failure = None
+            if plans is None:
+                failure = await self._wait_on_permit(pod, decision, profile)
+                try:
+                    plans = [] if failure is not None else state.scheduler.pre_bind(
+                        pod, decision, profile, state.cluster)
+                except PluginFailed as failed:
+                    plans, failure = [], self._plugin_failure(pod, failed)
+            for plugin, plan in plans:
+                failure = await self._pre_bind(pod, plugin, plan, done)
+                if failure is not None:
+                    break
+            if failure is not None:
+                self._failed(pod, decision, profile, failure)
+                return
+            await self.slots.acquire()  # _bind releases it
+        except asyncio.CancelledError:
+            self._forget(pod, decision, profile)  # never leave an assumption behind
+            raise
+        await self._bind(pod, decision, profile, done)
+
+    def _abandoned(self) -> Failure | None:
+        if self.stopping.is_set():
+            return Failure(Result.ABANDONED, "the operator is stopping")
+        if not self.state.is_leader():
+            return Failure(Result.ABANDONED, "not the leader any more")
+        return None
+
+    def _gone(self, pod: PodInfo) -> Failure | None:
+        record = self.state.cluster.pods.get(pod.key)
+        if record is None or (pod.uid and record.pod.uid and record.pod.uid != pod.uid):
+            return Failure(Result.GONE, f'pod does not exist any more: pods "{pod.name}" not found')
+        if not record.assumed:
+            return Failure(Result.GONE, f"pod was bound to {record.node} meanwhile")
+        return None
+
+    async def _sleep(self, remaining: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(RECHECK, remaining)):
+                await self.changed.wait()
+
+    async def _wait_on_permit(self, pod: PodInfo, decision: Decision, profile: Profile) -> Failure | None:
+        """kube's WaitOnPermit: until the plugins holding the pod allow it, one rejects it, or the
+        earliest of their timeouts."""
+        scheduler = self.state.scheduler
+        waiting = scheduler.waiting.get(pod.key)
+        if waiting is None:
+            return None
+        clock = asyncio.get_running_loop().time
+        started = clock()
+        waiting.on_done = self.changed.fire
+        try:
+            with self.changed.wanting(POD_EVENTS):
+                while waiting.outcome is None:
+                    stop = self._abandoned() or self._gone(pod)
+                    if stop is not None:
+                        return stop
+                    remaining = waiting.deadline(started) - clock()
+                    if remaining <= 0:
+                        waiting.time_out()
+                        break
+                    await self._sleep(remaining)
+        finally:
+            scheduler.done_waiting(pod)
+        assert waiting.outcome is not None
+        if waiting.outcome.allowed:
+            return None
+        decision.permit = waiting.outcome
+        return self._gone(pod) or self._permit_failure(decision, profile)
+
+    def _permit_failure(self, decision: Decision, profile: Profile) -> Failure:
+        permit = decision.permit
+        assert permit is not None
+        if permit.error:  # e.g. preempted while waiting: retried with backoff, not unschedulable
+            return Failure(Result.FAILED, permit_message(permit))
+        plugin = binding_points(profile).by_name.get(permit.plugin)
+        events = plugin.events if isinstance(plugin, PermitPlugin) else frozenset()
+        return Failure(Result.REJECTED, permit_message(permit), wake_on=events)
+
+    async def _pre_bind(
+        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write]
+    ) -> Failure | None:
+        """One plugin's PreBind: its writes, then its wait; on a failure every write that landed is
+        undone. Counted in the plugin's metric family, if it has one."""
+        family = self.state.metrics.pre_binds.get(plugin.metric)
+        if family is not None:
+            self._in_pre_bind[plugin.metric] += 1
+        try:
+            try:
+                failure = await self._writes(pod, plugin, plan, done)
+            except Exception as error:  # a plugin's check broke: the binding fails, the operator goes on
+                logger.exception("PreBind %s of %s failed", plugin.name, pod.key)
+                failure = Failure(Result.FAILED, pre_bind_error(plugin.name, str(error)), wake_on=plugin.events)
+            if failure is not None:
+                await self.effects.undo(done, pod.key)
+                done.clear()
+        finally:
+            if family is not None:
+                self._in_pre_bind[plugin.metric] -= 1
+        if family is not None:
+            family[0].inc(result=Result.BOUND.value if failure is None else failure.result.value)
+        return failure
+
+    async def _writes(
+        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write]
+    ) -> Failure | None:
+        written: dict[ObjectRef, str] = {}
+        for write in plan.writes:
+            abandoned = self._abandoned()
+            if abandoned is not None:
+                return abandoned
+            result = await self.effects.write(write, pod.key)
+            if not result.ok:
+                message = pre_bind_error(plugin.name, result.message)
+                return Failure(Result.FAILED, message, answered=result.answered, wake_on=plugin.events)
+            written[write.target] = result.resource_version
+            done.append(write)
+            logger.debug("%s %s written for pod %s", write.call, write.target, pod.key)
+        if plan.wait is not None:
+            return await self._wait_for(pod, plugin, plan.wait, written)
+        return None
+
+    async def _wait_for(
+        self, pod: PodInfo, plugin: PreBindPlugin[Any], wait: WaitFor, written: dict[ObjectRef, str]
+    ) -> Failure | None:
+        """Until the plugin's condition holds on the cluster the watches feed (never by polling)."""
+        state = self.state
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + (state.options.pre_bind_timeout if wait.timeout is None else wait.timeout)
+        with self.changed.wanting(wait.events | POD_EVENTS):
+            while True:
+                stop = self._abandoned() or self._gone(pod)
+                if stop is not None:
+                    return stop
+                try:
+                    if wait.check(state.cluster, written):
+                        return None
+                except PreBindError as error:
+                    return Failure(Result.FAILED, pre_bind_error(plugin.name, str(error)), wake_on=plugin.events)
+                remaining = deadline - clock()
+                if remaining <= 0:
+                    message = pre_bind_error(plugin.name, wait.timeout_message)
+                    return Failure(Result.TIMEOUT, message, wake_on=plugin.events)
+                await self._sleep(remaining)
+
+    # ----------------------------------------------------------------- failures
+
+    def _forget(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
+        """Unreserve: the Permit plugins' and Reserve plugins' undo, and the pod's room on its node."""
+        state = self.state
+        state.scheduler.unpermit(pod, decision, profile, state.cluster)
+        state.scheduler.forget(pod, decision, profile, state.cluster)
+
+    def _failed(
+        self, pod: PodInfo, decision: Decision, profile: Profile, failure: Failure, from_now: bool = True
+    ) -> None:
+        state = self.state
+        key = pod.key
+        self._forget(pod, decision, profile)
+        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
+        state.wakeup.set()
+        if failure.result is Result.GONE:
+            state.queue.remove(key)
+            logger.debug("binding of %s dropped: %s", key, failure.message)
+            return
+        if failure.result is Result.ABANDONED or not state.is_leader():
+            state.queue.retry_now(key)  # for the next term (or leader)
+            logger.info("binding of %s abandoned: %s", key, failure.message)
+            return
+        if not failure.answered:
+            state.api.unreachable(failure.message)
+        if pod.nominated_node:
+            self.clear_nomination(pod)  # as kube after a failed binding cycle: nominated nowhere
+        state.queue.backoff(key, failure.wake_on, from_now=from_now)
+        if failure.result is Result.REJECTED:
+            logger.info("pod %s rejected on %s: %s", key, decision.node, failure.message)
+            state.reporter.failed(pod, profile.scheduler_name, failure.message)
+            return
+        logger.warning("binding of %s to %s failed: %s", key, decision.node, failure.message)
+        state.reporter.failed(pod, profile.scheduler_name, failure.message, reason="SchedulerError")
+
+    # ----------------------------------------------------------------- Bind, PostBind
+
+    async def _bind(self, pod: PodInfo, decision: Decision, profile: Profile, done: list[Write]) -> None:
+        state = self.state
+        key = pod.key
+        node = decision.node
+        assert node is not None
+        try:
+            if not state.is_leader():
+                outcome = BindOutcome(BindResult.FAILED, "not the leader")
+            else:
+                assert state.kube is not None
+                outcome = await state.kube.bind(pod.namespace, pod.name, pod.uid, node)
+        except asyncio.CancelledError:
+            self._forget(pod, decision, profile)  # never leave an assumption behind
+            raise
+        except Exception as error:
+            outcome = BindOutcome(BindResult.FAILED, repr(error))
+        finally:
+            self.slots.release()
+        result = outcome.result
+        self._bind_results[result].inc()
+        if not outcome.answered:
+            self.answering = False
+        else:
+            self.answered.set()
+        if result is BindResult.BOUND:
+            self.answering = True
+            state.queue.remove(key)  # stays assumed until the watch shows it bound
+            state.reporter.scheduled(pod, node, profile.scheduler_name)
+            self._post_bind(pod, decision, profile)
+            return
+        try:
+            if done:
+                await self.effects.undo(done, key)
+        finally:
+            self._forget(pod, decision, profile)  # (cancelled too: never leave an assumption behind)
+        if result in (BindResult.CONFLICT, BindResult.GONE):
+            state.queue.remove(key)
+            logger.debug("bind of %s dropped (%s): %s", key, result.value, outcome.message)
+            return
+        if not state.is_leader():
+            state.queue.retry_now(key)
+            return
+        if not outcome.answered:
+            state.api.unreachable(outcome.message)
+        if pod.nominated_node:
+            self.clear_nomination(pod)  # as kube after a failed bind: nominated nowhere
+        state.queue.backoff(key)
+        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
+        state.wakeup.set()
+        logger.warning("bind of %s to %s failed: %s", key, node, outcome.message)
+        state.reporter.failed(pod, profile.scheduler_name, f"Binding rejected: {outcome.message}", condition=False)
+
+    def _post_bind(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
+        """kube's PostBind: the plugins are told; what they ask to write is written, best effort."""
+        state = self.state
+        if not self.points(profile).post_binds:  # (the default profile has none)
+            return
+        try:
+            writes = state.scheduler.post_bind(pod, decision, profile, state.cluster)
+        except Exception:
+            logger.exception("PostBind of %s failed", pod.key)
+            return
+        if writes:
+            self._spawn(self._post_bind_writes(pod, writes), self._post)
+
+    async def _post_bind_writes(self, pod: PodInfo, writes: list[tuple[Any, Write]]) -> None:
+        for plugin, write in writes:
+            result = await self.effects.write(write, pod.key)
+            if not result.ok:
+                logger.info("PostBind %s of %s: %s: %s", plugin.name, pod.key, write.call, result.message)
+
+    def post_filter_writes(self, pod: PodInfo, writes: tuple[Write, ...]) -> None:
+        """What a PostFilter wrote trying (DynamicResources freeing a claim), in order, best effort,
+        in a task: the pod is retried when the change comes back through the watch."""
+        self._spawn(self._post_filter_writes(pod, writes), self._post)
+
+    async def _post_filter_writes(self, pod: PodInfo, writes: tuple[Write, ...]) -> None:
+        for write in writes:
+            result = await self.effects.write(write, pod.key)
+            if not result.ok:  # (a 409: the claim changed meanwhile; the next attempt looks again)
+                logger.info("PostFilter of %s: %s %s: %s", pod.key, write.call, write.target, result.message)
+                return
