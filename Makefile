@@ -25,7 +25,6 @@ $(STAMP): pyproject.toml $(PLUGIN_EXAMPLE)/pyproject.toml $(PLUGIN_EXAMPLE)/plac
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e '.[test]'
 	$(PIP) install --quiet $(PLUGIN_EXAMPLE)
-	$(PY) -m placer.precompile > /dev/null
 	@touch $@
 
 install: $(STAMP) ## create .venv and install Placer with its test tools

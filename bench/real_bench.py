@@ -182,15 +182,10 @@ def _ancestors() -> set[int]:
 
 
 def precompile(tree: Path) -> None:
-    """Placer's sources in `tree` byte-compiled and its dataclasses' methods compiled, as the
-    image's build leaves them (`compileall`, `python -m placer.precompile`): an editable install
-    under PYTHONDONTWRITEBYTECODE would otherwise compile both again at every start. A tree from
-    before `placer.precompile` gets `compileall` only."""
+    """Placer's sources in `tree` byte-compiled, as the image's build leaves them (`compileall`): an
+    editable install under PYTHONDONTWRITEBYTECODE would otherwise compile them at every start."""
     package = tree / "operator" / "placer"
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
-    if (package / "precompile.py").exists():
-        subprocess.run([sys.executable, "-m", "placer.precompile"], check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "PYTHONPATH": str(tree / "operator")})
 
 
 def hold_lock() -> int | None:

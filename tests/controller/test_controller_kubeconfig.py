@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
+from placer.controller.lifecycle.kopf_handlers import connection_info
 from placer.controller.transport.client import KubeClient
 from placer.controller.transport.kubeconfig import (
     ConfigError,
     Configuration,
     TokenFile,
-    connection_info,
     load_configuration,
     load_incluster,
     load_kubeconfig,
@@ -345,31 +345,6 @@ async def test_an_exec_plugin_user_goes_through_kubernetes_asyncio(tmp_path: Pat
     assert await header(configuration) == "Bearer exec-2"  # valid for an hour: not run again
     assert counter.read_text() == "2"
     assert (await connection_info(configuration)).token == "exec-2"
-
-
-# ----------------------------------------------------------------------------------- imports
-
-
-def test_placer_run_never_imports_the_generated_client() -> None:
-    """`placer run` loads without kubernetes_asyncio (0.35 s of imports) and the CEL library (its CLI:
-    0.1 s), and without Kopf and aiohttp until the first resync is done (main.operate); Kopf then
-    loads without kubernetes_asyncio; all stay importable."""
-    script = textwrap.dedent("""\
-        import sys
-        import placer.cli
-        placer.cli._load_plugins("run")
-        import placer.controller.main
-        heavy = ("kubernetes_asyncio", "cel", "kopf", "aiohttp", "yaml")
-        loaded = sorted(name for name in sys.modules if name.split(".")[0] in heavy)
-        assert not loaded, loaded
-        from placer.controller._kopf import kopf
-        assert kopf.OperatorRegistry and "kubernetes_asyncio" not in sys.modules
-        import kubernetes_asyncio.client  # an exec-plugin kubeconfig still gets it
-        import cel  # and DRA selectors theirs
-        print("ok")
-    """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
-    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
 
 
 def test_the_kubeconfig_loads_without_the_generated_client(tmp_path: Path) -> None:

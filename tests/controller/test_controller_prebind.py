@@ -64,7 +64,7 @@ def pod_with(name: str, *claims: str, cpu: str = "1") -> dict[str, Any]:
 
 def observe(state: SchedulerState, plural: str, raw: dict[str, Any]) -> None:
     """What the watch delivers: the object as the API server holds it."""
-    state.catalog.observe(KIND_OF[plural], raw)
+    state.catalog_feeds[KIND_OF[plural].plural].upsert(raw)
 
 
 def put(state: SchedulerState, kube: FakeKube, plural: str, raw: dict[str, Any]) -> None:
@@ -85,10 +85,10 @@ async def running() -> AsyncIterator[Running]:
     kube = FakeKube()
     state = unit_state(kube, max_binds_in_flight=1, initial_backoff=0.05, max_backoff=0.2, pre_bind_timeout=0.5)
     kube.on_write = lambda plural, raw: observe(state, plural, raw)  # the watch echoes every write
-    loop = SchedulingLoop(state)
+    loop = state.loop
     task = asyncio.create_task(loop.run())
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.cache.observe_profile(profile("volumes", "placer", filters=FILTERS))
+    state.profile_feed.upsert(profile("volumes", "placer", filters=FILTERS))
     state.cache.observe_node(node("n1", cpu="4"))
     observe(state, "storageclasses", storage_class(LOCAL, "kubernetes.io/no-provisioner"))
     observe(state, "storageclasses", storage_class(FAST, "csi.example.com"))
@@ -363,9 +363,6 @@ async def test_the_catalog_shows_the_assumption_and_keeps_the_servers_copy(runni
     catalog = state.cluster.catalog
     assert catalog.assumed(PV, "pv1") and catalog.get(PV, "pv1").claim == ("default", "data", "uid-data")
     assert catalog.server_copy(PV, "pv1").claim is None
-    stale = volume("pv1")
-    stale["metadata"]["resourceVersion"] = "1"
     observe(state, "persistentvolumes", kube.volumes["pv1"])  # the watch echoes our write at last
-    observe(state, "persistentvolumes", stale)  # a stale copy (a resync's LIST) does not go back in time
     assert catalog.server_copy(PV, "pv1").claim == ("default", "data", "uid-data")
     assert not catalog.assumed(PV, "pv1")

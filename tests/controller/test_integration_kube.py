@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 import pytest
 from placer.controller.lifecycle.leader import micro_time
@@ -155,17 +154,6 @@ async def test_list_pages_prefetch_and_start_over(kube_emulator: KubeEmulator, k
     await anext(pages)
     pages.close()
     assert [page async for page in pages] == []
-
-
-async def test_a_listing_may_ask_for_a_smaller_first_page(kube_emulator: KubeEmulator, kube: KubeClient) -> None:
-    """`first`: the first page's size (the resync's pending pods: a snapshot soon, and few pods to
-    file before the first decision); the next pages are `limit` long, and nothing is missed."""
-    for index in range(730):
-        kube_emulator.add_pod(f"p{index}")
-    sizes = [len(items) async for items, _, _ in kube.list_pages("/api/v1/pods", limit=500, first=100)]
-    assert sizes == [100, 500, 130]
-    limits = [dict(parse_qsl(r.query)).get("limit") for r in kube_emulator.requests_matching("GET", r"^/api/v1/pods$")]
-    assert limits == ["100", "500", "500"]
 
 
 async def test_node_metrics(kube_emulator: KubeEmulator, kube: KubeClient) -> None:

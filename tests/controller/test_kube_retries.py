@@ -15,7 +15,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -325,7 +324,7 @@ async def test_plugin_writes_are_resent_only_when_their_repeat_is_safe(serve: Ca
 async def test_a_delete_whose_repeat_finds_nothing_is_done(serve: Callable[..., Any]) -> None:
     server = await serve(reset, answer(404, status(404, "NotFound", 'pods "p" not found')))
     async with using(client(server.url)) as kube:
-        effects = Effects(SimpleNamespace(kube=kube, metrics=Metrics()))  # type: ignore[arg-type]
+        effects = Effects(kube, Metrics())
         delete = Write(ObjectRef("v1", "Pod", "pods", "p", "default"), delete=True, uid="uid-p")
         written = await effects.write(delete, "default/p")
     assert written.ok and written.status == 404
@@ -343,7 +342,7 @@ async def test_a_resent_write_refused_by_its_own_result_counts_as_written(serve:
                   JSON_PATCH, subresource="status",
                   landed=lambda raw: raw["status"].get("reservedFor") == [{"uid": "u"}])
     async with using(client(server.url)) as kube:
-        written = await Effects(SimpleNamespace(kube=kube, metrics=Metrics())).write(  # type: ignore[arg-type]
+        written = await Effects(kube, Metrics()).write(
             write, "default/p")
     assert written.ok and written.resource_version == "9"
     assert server.methods() == ["PATCH", "PATCH", "GET"]

@@ -22,10 +22,14 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from placer.controller.binding.effects import Effects
+from placer.controller.binding.reporting import Reporter
+from placer.controller.metrics import Metrics
+from placer.controller.signals import WatchedEvents
 from placer.controller.transport.client import BindOutcome, BindResult
+from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
     BindingPoints,
     ClusterEvent,
@@ -39,10 +43,8 @@ from placer.engine.framework import (
 )
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
-from placer.engine.runtime import Decision, PluginFailed, binding_points, permit_message
-
-if TYPE_CHECKING:
-    from placer.controller.state import SchedulerState
+from placer.engine.queue import SchedulingQueue
+from placer.engine.runtime import Decision, PluginFailed, Scheduler, binding_points, permit_message
 
 __all__ = ["RECHECK", "BindingCycles", "Failure", "Result"]
 
@@ -75,31 +77,60 @@ def pre_bind_error(plugin: str, message: str) -> str:
     return f'running PreBind plugin "{plugin}": {message}'
 
 
+class Binder(Protocol):
+    """The bind call (`KubeClient.bind`)."""
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> BindOutcome: ...
+
+
 class BindingCycles:
     """The binding cycles in flight, one task each."""
 
     def __init__(
-        self, state: SchedulerState, slots: asyncio.Semaphore, stopping: asyncio.Event,
+        self,
+        scheduler: Scheduler,
+        cluster: ClusterState,
+        queue: SchedulingQueue,
+        *,
+        binder: Binder,
+        effects: Effects,
+        reporter: Reporter,
+        metrics: Metrics,
+        changes: WatchedEvents,
+        wakeup: asyncio.Event,
+        is_leader: Callable[[], bool],
+        unreachable: Callable[[str], None],
+        pre_bind_timeout: float,
+        slots: asyncio.Semaphore,
+        stopping: asyncio.Event,
         clear_nomination: Callable[[PodInfo], None],
     ) -> None:
-        self.state = state
+        self.scheduler = scheduler
+        self.cluster = cluster
+        self.queue = queue
+        self.binder = binder
+        self.effects = effects
+        self.reporter = reporter
+        self.metrics = metrics
+        self.changed = changes  # fired by the informers' events the waits ask for
+        self.wakeup = wakeup
+        self.is_leader = is_leader
+        self.unreachable = unreachable  # a call got no answer: the loop pauses until the server answers
+        self.pre_bind_timeout = pre_bind_timeout
         self.slots = slots
         self.stopping = stopping
         self.clear_nomination = clear_nomination
-        self.effects = Effects(state)
-        self.changed = state.binding_changes  # fired by the watches' events the waits ask for
         self._binds: set[asyncio.Task[None]] = set()  # binding now, each with a bind slot
         self._waiting: set[asyncio.Task[None]] = set()  # on Permit or PreBind, holding no slot
         self._post: set[asyncio.Task[None]] = set()  # PostBind writes
         self._in_pre_bind: Counter[str] = Counter()  # metric family -> pods in that PreBind now
-        for family, (_, gauge) in state.metrics.pre_binds.items():
+        for family, (_, gauge) in metrics.pre_binds.items():
             gauge.source = lambda family=family: [({}, self._in_pre_bind[family])]  # type: ignore[misc]
         self._points: tuple[Profile | None, BindingPoints | None] = (None, None)  # the last profile's
         # a bind was answered (bound) since the start, and none got no answer at all since: the loop
         # may decide pods back to back (until then it lets each bind go out before the next decision)
         self.answering = False
-        self.answered = asyncio.Event()  # a bind had an answer (of any kind), once
-        self._bind_results = {result: state.metrics.bindings.labels(result=result.value) for result in BindResult}
+        self._bind_results = {result: metrics.bindings.labels(result=result.value) for result in BindResult}
 
     def points(self, profile: Profile) -> BindingPoints:
         """The profile's Reserve, Permit, PreBind and PostBind plugins; the last profile's are kept at
@@ -134,12 +165,11 @@ class BindingCycles:
         """The binding cycle of a pod reserved and permitted (or waiting on Permit); True when its
         task took the bind slot of the loop's cycle (`slot`: the cycle has one to give — a group
         cycle's first pod does, its others wait for one)."""
-        state = self.state
         assert decision.permit is not None
         plans: list[tuple[PreBindPlugin[Any], PreBind]] | None = None
         if decision.permit.allowed:
             try:
-                plans = state.scheduler.pre_bind(pod, decision, profile, state.cluster)  # kube's PreBindPreFlight
+                plans = self.scheduler.pre_bind(pod, decision, profile, self.cluster)  # kube's PreBindPreFlight
             except PluginFailed as failed:
                 self._failed(pod, decision, profile, self._plugin_failure(pod, failed), from_now=False)
                 return False
@@ -165,15 +195,14 @@ class BindingCycles:
         self, pod: PodInfo, decision: Decision, profile: Profile,
         plans: list[tuple[PreBindPlugin[Any], PreBind]] | None,
     ) -> None:
-        state = self.state
         done: list[Write] = []  # the PreBind writes that landed, for undoing
         try:
             failure = None
             if plans is None:
                 failure = await self._wait_on_permit(pod, decision, profile)
                 try:
-                    plans = [] if failure is not None else state.scheduler.pre_bind(
-                        pod, decision, profile, state.cluster)
+                    plans = [] if failure is not None else self.scheduler.pre_bind(
+                        pod, decision, profile, self.cluster)
                 except PluginFailed as failed:
                     plans, failure = [], self._plugin_failure(pod, failed)
             for plugin, plan in plans:
@@ -192,12 +221,12 @@ class BindingCycles:
     def _abandoned(self) -> Failure | None:
         if self.stopping.is_set():
             return Failure(Result.ABANDONED, "the operator is stopping")
-        if not self.state.is_leader():
+        if not self.is_leader():
             return Failure(Result.ABANDONED, "not the leader any more")
         return None
 
     def _gone(self, pod: PodInfo) -> Failure | None:
-        record = self.state.cluster.pods.get(pod.key)
+        record = self.cluster.pods.get(pod.key)
         if record is None or (pod.uid and record.pod.uid and record.pod.uid != pod.uid):
             return Failure(Result.GONE, f'pod does not exist any more: pods "{pod.name}" not found')
         if not record.assumed:
@@ -212,7 +241,7 @@ class BindingCycles:
     async def _wait_on_permit(self, pod: PodInfo, decision: Decision, profile: Profile) -> Failure | None:
         """kube's WaitOnPermit: until the plugins holding the pod allow it, one rejects it, or the
         earliest of their timeouts."""
-        scheduler = self.state.scheduler
+        scheduler = self.scheduler
         waiting = scheduler.waiting.get(pod.key)
         if waiting is None:
             return None
@@ -252,7 +281,7 @@ class BindingCycles:
     ) -> Failure | None:
         """One plugin's PreBind: its writes, then its wait; on a failure every write that landed is
         undone. Counted in the plugin's metric family, if it has one."""
-        family = self.state.metrics.pre_binds.get(plugin.metric)
+        family = self.metrics.pre_binds.get(plugin.metric)
         if family is not None:
             self._in_pre_bind[plugin.metric] += 1
         try:
@@ -294,16 +323,15 @@ class BindingCycles:
         self, pod: PodInfo, plugin: PreBindPlugin[Any], wait: WaitFor, written: dict[ObjectRef, str]
     ) -> Failure | None:
         """Until the plugin's condition holds on the cluster the watches feed (never by polling)."""
-        state = self.state
         clock = asyncio.get_running_loop().time
-        deadline = clock() + (state.options.pre_bind_timeout if wait.timeout is None else wait.timeout)
+        deadline = clock() + (self.pre_bind_timeout if wait.timeout is None else wait.timeout)
         with self.changed.wanting(wait.events | POD_EVENTS):
             while True:
                 stop = self._abandoned() or self._gone(pod)
                 if stop is not None:
                     return stop
                 try:
-                    if wait.check(state.cluster, written):
+                    if wait.check(self.cluster, written):
                         return None
                 except PreBindError as error:
                     return Failure(Result.FAILED, pre_bind_error(plugin.name, str(error)), wake_on=plugin.events)
@@ -317,51 +345,47 @@ class BindingCycles:
 
     def _forget(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
         """Unreserve: the Permit plugins' and Reserve plugins' undo, and the pod's room on its node."""
-        state = self.state
-        state.scheduler.unpermit(pod, decision, profile, state.cluster)
-        state.scheduler.forget(pod, decision, profile, state.cluster)
+        self.scheduler.unpermit(pod, decision, profile, self.cluster)
+        self.scheduler.forget(pod, decision, profile, self.cluster)
 
     def _failed(
         self, pod: PodInfo, decision: Decision, profile: Profile, failure: Failure, from_now: bool = True
     ) -> None:
-        state = self.state
         key = pod.key
         self._forget(pod, decision, profile)
-        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
-        state.wakeup.set()
+        self.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
+        self.wakeup.set()
         if failure.result is Result.GONE:
-            state.queue.remove(key)
+            self.queue.remove(key)
             logger.debug("binding of %s dropped: %s", key, failure.message)
             return
-        if failure.result is Result.ABANDONED or not state.is_leader():
-            state.queue.retry_now(key)  # for the next term (or leader)
+        if failure.result is Result.ABANDONED or not self.is_leader():
+            self.queue.retry_now(key)  # for the next term (or leader)
             logger.info("binding of %s abandoned: %s", key, failure.message)
             return
         if not failure.answered:
-            state.api.unreachable(failure.message)
+            self.unreachable(failure.message)
         if pod.nominated_node:
             self.clear_nomination(pod)  # as kube after a failed binding cycle: nominated nowhere
-        state.queue.backoff(key, failure.wake_on, from_now=from_now)
+        self.queue.backoff(key, failure.wake_on, from_now=from_now)
         if failure.result is Result.REJECTED:
             logger.info("pod %s rejected on %s: %s", key, decision.node, failure.message)
-            state.reporter.failed(pod, profile.scheduler_name, failure.message)
+            self.reporter.failed(pod, profile.scheduler_name, failure.message)
             return
         logger.warning("binding of %s to %s failed: %s", key, decision.node, failure.message)
-        state.reporter.failed(pod, profile.scheduler_name, failure.message, reason="SchedulerError")
+        self.reporter.failed(pod, profile.scheduler_name, failure.message, reason="SchedulerError")
 
     # ----------------------------------------------------------------- Bind, PostBind
 
     async def _bind(self, pod: PodInfo, decision: Decision, profile: Profile, done: list[Write]) -> None:
-        state = self.state
         key = pod.key
         node = decision.node
         assert node is not None
         try:
-            if not state.is_leader():
+            if not self.is_leader():
                 outcome = BindOutcome(BindResult.FAILED, "not the leader")
             else:
-                assert state.kube is not None
-                outcome = await state.kube.bind(pod.namespace, pod.name, pod.uid, node)
+                outcome = await self.binder.bind(pod.namespace, pod.name, pod.uid, node)
         except asyncio.CancelledError:
             self._forget(pod, decision, profile)  # never leave an assumption behind
             raise
@@ -373,12 +397,10 @@ class BindingCycles:
         self._bind_results[result].inc()
         if not outcome.answered:
             self.answering = False
-        else:
-            self.answered.set()
         if result is BindResult.BOUND:
             self.answering = True
-            state.queue.remove(key)  # stays assumed until the watch shows it bound
-            state.reporter.scheduled(pod, node, profile.scheduler_name)
+            self.queue.remove(key)  # stays assumed until the watch shows it bound
+            self.reporter.scheduled(pod, node, profile.scheduler_name)
             self._post_bind(pod, decision, profile)
             return
         try:
@@ -387,29 +409,28 @@ class BindingCycles:
         finally:
             self._forget(pod, decision, profile)  # (cancelled too: never leave an assumption behind)
         if result in (BindResult.CONFLICT, BindResult.GONE):
-            state.queue.remove(key)
+            self.queue.remove(key)
             logger.debug("bind of %s dropped (%s): %s", key, result.value, outcome.message)
             return
-        if not state.is_leader():
-            state.queue.retry_now(key)
+        if not self.is_leader():
+            self.queue.retry_now(key)
             return
         if not outcome.answered:
-            state.api.unreachable(outcome.message)
+            self.unreachable(outcome.message)
         if pod.nominated_node:
             self.clear_nomination(pod)  # as kube after a failed bind: nominated nowhere
-        state.queue.backoff(key)
-        state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
-        state.wakeup.set()
+        self.queue.backoff(key)
+        self.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
+        self.wakeup.set()
         logger.warning("bind of %s to %s failed: %s", key, node, outcome.message)
-        state.reporter.failed(pod, profile.scheduler_name, f"Binding rejected: {outcome.message}", condition=False)
+        self.reporter.failed(pod, profile.scheduler_name, f"Binding rejected: {outcome.message}", condition=False)
 
     def _post_bind(self, pod: PodInfo, decision: Decision, profile: Profile) -> None:
         """kube's PostBind: the plugins are told; what they ask to write is written, best effort."""
-        state = self.state
         if not self.points(profile).post_binds:  # (the default profile has none)
             return
         try:
-            writes = state.scheduler.post_bind(pod, decision, profile, state.cluster)
+            writes = self.scheduler.post_bind(pod, decision, profile, self.cluster)
         except Exception:
             logger.exception("PostBind of %s failed", pod.key)
             return

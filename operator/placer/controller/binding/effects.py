@@ -22,13 +22,11 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from placer.controller.metrics import Metrics
 from placer.controller.transport.client import ApiError, Reply
-from placer.engine.framework import Write
-
-if TYPE_CHECKING:
-    from placer.controller.state import SchedulerState
+from placer.engine.framework import ObjectRef, Write
 
 __all__ = ["UNDO_ATTEMPTS", "Effects", "Written", "resource_version"]
 
@@ -63,16 +61,20 @@ def _version(reply: Reply) -> str:
         return ""
 
 
+class ObjectWriter(Protocol):
+    """The calls writes need (`KubeClient` has them)."""
+
+    async def write(self, write: Write) -> Reply: ...
+
+    async def get_object(self, ref: ObjectRef, *, retries: int | None = None) -> Reply: ...
+
+
 class Effects:
-    """Sends `Write`s through the operator's API client (`SchedulerState.kube`)."""
+    """Sends `Write`s through the operator's API client."""
 
-    def __init__(self, state: SchedulerState) -> None:
-        self.state = state
-
-    @property
-    def kube(self) -> Any:
-        assert self.state.kube is not None
-        return self.state.kube
+    def __init__(self, client: ObjectWriter, metrics: Metrics) -> None:
+        self.kube = client
+        self.metrics = metrics
 
     async def write(self, write: Write, subject: str) -> Written:
         """One write (for `subject`, a pod's key: it goes in the log)."""
@@ -89,12 +91,12 @@ class Effects:
                 if isinstance(body, Mapping) and write.landed(body):
                     return Written(True, reply.status, reply.message(), resource_version(body))
         except ApiError as error:  # no HTTP answer at all (after the client's retries)
-            self.state.metrics.api_errors.inc(call=write.call)
+            self.metrics.api_errors.inc(call=write.call)
             logger.warning("%s %s (for %s): %s", write.call, write.target, subject, error)
             return Written(False, 0, error.message)
         message = reply.message()
         if reply.status not in write.tolerate:
-            self.state.metrics.api_errors.inc(call=write.call)
+            self.metrics.api_errors.inc(call=write.call)
             logger.info("%s %s (for %s): HTTP %d %s", write.call, write.target, subject, reply.status, message)
         return Written(False, reply.status, message)
 
@@ -125,7 +127,7 @@ class Effects:
                 logger.info("%s: what was written for %s is undone (it was not bound)", write.target, subject)
                 return
             if reply.status != 409:  # (409: changed meanwhile, read it again)
-                self.state.metrics.api_errors.inc(call=undo.call)
+                self.metrics.api_errors.inc(call=undo.call)
                 logger.warning("%s keeps what was written for %s: HTTP %d %s", write.target, subject, reply.status,
                                reply.message())
                 return

@@ -1,5 +1,5 @@
-"""The cache the informers feed: pods, nodes and profiles as they come from the watches, turned
-into engine calls (the cluster's accounting, the queue, the shadows).
+"""The cache the informers feed: pods and nodes as they come from the API server, turned into engine
+calls (the cluster's accounting, the queue, the shadows).
 
 Pods, as kube-scheduler's cache sees them:
 
@@ -34,22 +34,50 @@ resync's LIST (`placer.controller.resync`); profiles and every other kind from K
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from placer.controller.binding.reporting import pod_scheduled_condition
+from placer.controller.binding.reporting import Condition, pod_scheduled_condition
+from placer.controller.informers.groups import GroupMembers
+from placer.controller.informers.nominations import Nominations
+from placer.controller.signals import Wake
+from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
+from placer.engine.groups import GroupRef
 from placer.engine.kinds import resolve_priority
 from placer.engine.objects import ObjectError, PodInfo
 from placer.engine.parsing import PodSource, parse_node, parse_pod, pod_key
 from placer.engine.profile import Profile
-from placer.engine.queue import pod_update_events
+from placer.engine.queue import SchedulingQueue, pod_update_events
+from placer.engine.runtime import Scheduler
 
-if TYPE_CHECKING:
-    from placer.controller.state import SchedulerState
+__all__ = ["ActiveProfiles", "ClusterCache", "ConditionMemory", "ShadowedPods", "older"]
 
-__all__ = ["ClusterCache", "older"]
+
+class ActiveProfiles(Protocol):
+    def active(self, scheduler_name: str) -> Profile | None: ...
+
+
+class ConditionMemory(Protocol):
+    """What the reporter remembers of pods (`placer.controller.binding.reporting.Reporter`)."""
+
+    def observe_condition(self, key: str, condition: Condition | None) -> None: ...
+
+    def forget(self, key: str) -> None: ...
+
+
+class ShadowedPods(Protocol):
+    """The shadow profiles' side of the pods (`placer.controller.profiles.shadow.Shadows`)."""
+
+    def watching(self, scheduler_name: str) -> bool: ...
+
+    def created(self, pod: PodInfo) -> bool: ...
+
+    def bound(self, pod: PodInfo) -> None: ...
+
+    def deleted(self, key: str) -> None: ...
 
 logger = logging.getLogger("placer.cache")
 
@@ -74,17 +102,32 @@ def _accounting_differs(a: PodInfo, b: PodInfo) -> bool:
 
 
 class ClusterCache:
-    def __init__(self, state: SchedulerState) -> None:
-        self.state = state
-        # the objects every event touches, looked up once
-        self.cluster = state.cluster
-        self.queue = state.queue
-        self.scheduler = state.scheduler
-        self.reporter = state.reporter
-        self.shadows = state.shadows
-        self.profiles = state.profiles
-        self.nominations = state.nominations
-        self.wake = state.wake
+    def __init__(
+        self,
+        cluster: ClusterState,
+        queue: SchedulingQueue,
+        scheduler: Scheduler,
+        *,
+        profiles: ActiveProfiles,
+        reporter: ConditionMemory,
+        shadows: ShadowedPods,
+        nominations: Nominations,
+        groups: GroupMembers,
+        wake: Wake,
+        wakeup: asyncio.Event,
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self.cluster = cluster
+        self.queue = queue
+        self.scheduler = scheduler  # (its pods waiting on Permit hear of every pod's new version)
+        self.profiles = profiles
+        self.reporter = reporter
+        self.shadows = shadows
+        self.nominations = nominations
+        self.groups = groups
+        self.wake = wake
+        self.wakeup = wakeup  # the scheduling loop looks at the queue again
+        self.is_leader = is_leader
         # unbound pods by schedulerName, owned or not (so a new profile finds its pods at once)
         self.pending: dict[str, dict[str, PodInfo]] = {}
         self._pending_name: dict[str, str] = {}
@@ -92,8 +135,6 @@ class ClusterCache:
         # pending pods of an active profile as parsed, with what their parse read: the MODIFIED of
         # their binding is recognised without a parse (`PodSource`); dropped once they leave pending
         self._sources: dict[str, PodSource] = {}
-        # last seen resourceVersions of nodes and profiles (pods carry theirs), for pruning
-        self.versions: dict[str, dict[str, str]] = {"nodes": {}, "profiles": {}}
 
     # ----------------------------------------------------------------- pods
 
@@ -193,7 +234,7 @@ class ClusterCache:
             self.queue.remove(key)
             return
         self.gated.discard(key)
-        if self.profiles.active(pod.scheduler_name) is not None and not self.state.groups.holds(pod):
+        if self.profiles.active(pod.scheduler_name) is not None and not self.groups.holds(pod):
             self.queue.add(pod)
             if known is not None and known.uid == pod.uid and known is not pod:
                 if known.resource_claims != pod.resource_claims:
@@ -202,9 +243,9 @@ class ClusterCache:
                     events = pod_update_events(known, pod)
                     if events:
                         self.queue.wake_pod(key, events, known)
-            self.state.wakeup.set()
-        if self.shadows.watching(pod.scheduler_name) and self.state.is_leader() and self.shadows.created(pod):
-            self.state.wakeup.set()  # a shadow decision to take when the loop has time
+            self.wakeup.set()
+        if self.shadows.watching(pod.scheduler_name) and self.is_leader() and self.shadows.created(pod):
+            self.wakeup.set()  # a shadow decision to take when the loop has time
 
     def pod_deleted(self, raw: Mapping[str, Any]) -> None:
         key = pod_key(raw)
@@ -233,13 +274,14 @@ class ClusterCache:
             self.pending[previous].pop(pod.key, None)
         self.pending.setdefault(name, {})[pod.key] = pod
         self._pending_name[pod.key] = name
-        self.state.groups.pended(pod)  # (a new member may complete its group)
+        if self.groups.pended(pod):  # a new member completed its group: its held members go
+            self.release_group(self.groups.ref_of(pod.key))
 
     def _unpend(self, key: str) -> None:
         name = self._pending_name.pop(key, None)
         self._sources.pop(key, None)
         self.gated.discard(key)
-        self.state.groups.unpended(key)
+        self.groups.unpended(key)
         if name is not None:
             pods = self.pending.get(name)
             if pods is not None:
@@ -250,19 +292,26 @@ class ClusterCache:
     def enqueue_pending(self, scheduler_name: str) -> None:
         """Queue every pending pod of a schedulerName (a profile started owning it, or a new term)."""
         for key, pod in self.pending.get(scheduler_name, {}).items():
-            if key not in self.cluster.pods and key not in self.gated and not self.state.groups.holds(pod):
+            if key not in self.cluster.pods and key not in self.gated and not self.groups.holds(pod):
                 self.queue.add(pod)
-        self.state.wakeup.set()
+        self.wakeup.set()
+
+    def release_group(self, ref: GroupRef | None) -> None:
+        """The group changed (its PodGroup added or changed, a member came): its held members are
+        queued once it no longer waits (kube's GangScheduling PreEnqueue passing)."""
+        if ref is None:
+            return
+        released = self.groups.release(ref)
+        for key, pod in released.items():
+            if key not in self.cluster.pods and key not in self.gated and not pod.deleting \
+                    and self.profiles.active(pod.scheduler_name) is not None:
+                self.queue.add(pod)
+        if released:
+            self.wakeup.set()
 
     # ----------------------------------------------------------------- nodes
 
-    def _seen_version(self, kind: str, raw: Mapping[str, Any]) -> None:
-        meta = raw.get("metadata")
-        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
-            self.versions[kind][meta["name"]] = str(meta.get("resourceVersion") or "")
-
     def observe_node(self, raw: Mapping[str, Any]) -> None:
-        self._seen_version("nodes", raw)
         try:
             node = parse_node(raw)
         except ObjectError as error:
@@ -278,43 +327,18 @@ class ClusterCache:
     def node_deleted(self, raw: Mapping[str, Any]) -> None:
         name = (raw.get("metadata") or {}).get("name")
         if isinstance(name, str):
-            self.versions["nodes"].pop(name, None)
             old = self.cluster.node(name)
             if self.cluster.remove_node(name):  # spreading may count one domain fewer
                 self.wake(ClusterEvent.NODE_DELETE, old, None)
 
-    # ----------------------------------------------------------------- profiles
-
-    def observe_profile(self, raw: Mapping[str, Any]) -> None:
-        self._seen_version("profiles", raw)
-        self.profiles.upsert(raw)
-        self._sync_shadows()
-        status = raw.get("status")
-        self.shadows.observe_status(str((raw.get("metadata") or {}).get("name")),
-                                    status.get("shadow") if isinstance(status, Mapping) else None)
-        if self.profiles.uses_metrics:
-            self.state.node_metrics.wanted.set()
-
-    def profile_deleted(self, raw: Mapping[str, Any]) -> None:
-        name = (raw.get("metadata") or {}).get("name")
-        if isinstance(name, str):
-            self.versions["profiles"].pop(name, None)
-            self.profiles.delete(name)
-            self._sync_shadows()
-
-    def _sync_shadows(self) -> None:
-        """Shadow profiles added, changed or gone: a scheduler newly shadowed has its pending pods
-        queued for shadow decisions (when leading; a new term queues them all)."""
-        for scheduler_name in self.shadows.sync(self.profiles.shadow_profiles()):
-            if self.state.is_leader():
-                self.enqueue_shadowed(scheduler_name)
+    # ----------------------------------------------------------------- profiles and shadows
 
     def enqueue_shadowed(self, scheduler_name: str) -> None:
         """Queue every pending pod of a shadowed scheduler for a shadow decision."""
         for key, pod in self.pending.get(scheduler_name, {}).items():
             if key not in self.gated and not pod.deleting:
                 self.shadows.created(pod)
-        self.state.wakeup.set()
+        self.wakeup.set()
 
     def owner_changed(self, scheduler_name: str, old: Profile | None, new: Profile | None) -> None:
         if new is None:

@@ -7,34 +7,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from placer.controller.transport.client import ApiError
+from placer.controller.signals import Wake
+from placer.controller.transport.retry import ApiError
+from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
 from placer.engine.objects import ObjectError
 from placer.engine.parsing import parse_node_metrics
-
-if TYPE_CHECKING:
-    from placer.controller.state import SchedulerState
 
 __all__ = ["NodeMetricsPoller"]
 
 logger = logging.getLogger("placer.node_metrics")
 
 
+class MetricsApi(Protocol):
+    async def list_node_metrics(self) -> list[Any] | None: ...
+
+
 class NodeMetricsPoller:
-    def __init__(self, state: SchedulerState) -> None:
-        self.state = state
+    def __init__(
+        self, client: MetricsApi, cluster: ClusterState, wake: Wake, *, wanted_by: Callable[[], bool],
+        on_poll: Callable[[], None], interval: float,
+    ) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.wake = wake
+        self.wanted_by = wanted_by  # whether an active profile uses the metrics (NodeUtilization)
+        self.on_poll = on_poll  # the profiles' status may say whether the cluster serves the metrics API
+        self.interval = interval
         self.wanted = asyncio.Event()  # a profile started using metrics: poll now
         self.api: bool | None = None  # whether the cluster serves metrics.k8s.io (None: not asked yet)
         self._usage: dict[str, dict[str, int]] = {}
 
     async def poll(self) -> None:
         """One poll of NodeMetrics into the cluster."""
-        state = self.state
-        assert state.kube is not None
         try:
-            items = await state.kube.list_node_metrics()
+            items = await self.client.list_node_metrics()
         except ApiError as error:
             logger.warning("NodeMetrics: %s", error)
             return
@@ -49,18 +59,18 @@ class NodeMetricsPoller:
         changed = False
         for name in self._usage.keys() | usage.keys():
             if self._usage.get(name) != usage.get(name):
-                state.cluster.set_node_metrics(name, usage.get(name))
+                self.cluster.set_node_metrics(name, usage.get(name))
                 changed = True
         self._usage = usage
         if changed:
-            state.wake(ClusterEvent.NODE_METRICS)
-        state.profiles.mark_all()  # a NodeUtilization warning may come or go
+            self.wake(ClusterEvent.NODE_METRICS)
+        self.on_poll()  # a NodeUtilization warning may come or go
 
     async def forever(self) -> None:
         while True:
-            if self.state.profiles.uses_metrics:
+            if self.wanted_by():
                 await self.poll()
             self.wanted.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.state.options.metrics_poll_interval):
+                async with asyncio.timeout(self.interval):
                     await self.wanted.wait()

@@ -10,21 +10,22 @@ on its way (`writes`), the cluster's nomination leads and the watch's copies of 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
 
+from placer.controller.signals import Wake
+from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
 from placer.engine.objects import PodInfo
-
-if TYPE_CHECKING:
-    from placer.controller.state import SchedulerState
+from placer.engine.profile import Profile
 
 __all__ = ["Nominations"]
 
 
 class Nominations:
-    def __init__(self, state: SchedulerState) -> None:
-        self.state = state
-        self.cluster = state.cluster
+    def __init__(self, cluster: ClusterState, active: Callable[[str], Profile | None], wake: Wake) -> None:
+        self.cluster = cluster
+        self.active = active  # the profile that owns a schedulerName now
+        self.wake = wake
         # pods whose status.nominatedNodeName Placer is writing, with how many writes each
         self.writes: Counter[str] = Counter()
 
@@ -36,7 +37,7 @@ class Nominations:
         cleared), and so does any copy while Placer's own write of it is in flight."""
         key = pod.key
         held = self.cluster.nominated.get(key)
-        if self.state.profiles.active(pod.scheduler_name) is None:
+        if self.active(pod.scheduler_name) is None:
             self.unnominate(key)
             return
         if key in self.writes or (
@@ -57,16 +58,16 @@ class Nominations:
             return False
         self.cluster.unnominate(key)
         if held[1] != now_on:
-            self.state.wake(ClusterEvent.POD_DELETE)
+            self.wake(ClusterEvent.POD_DELETE)
         return True
 
-    def rebuild(self) -> None:
-        """The nominations as the pods' status says (at the start of a term): what a previous term of
-        this process decided but never wrote is forgotten, what another leader wrote is taken."""
+    def rebuild(self, pending: Mapping[str, Mapping[str, PodInfo]], scheduler_names: Iterable[str]) -> None:
+        """The nominations as the pods' status says (at the start of a term), from the pending pods
+        by schedulerName of the names the profiles own: what a previous term of this process
+        decided but never wrote is forgotten, what another leader wrote is taken."""
         for key in list(self.cluster.nominated):
             self.cluster.unnominate(key)
-        pending = self.state.cache.pending
-        for name in self.state.profiles.scheduler_names():
+        for name in scheduler_names:
             for key, pod in pending.get(name, {}).items():
                 if pod.nominated_node and key not in self.cluster.pods and not pod.deleting:
                     self.cluster.nominate(pod, pod.nominated_node)

@@ -3,12 +3,15 @@ what healthy means (`health`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from placer.controller.state import SchedulerState
+from placer.controller.metrics import Metrics
 
 __all__ = ["HealthServer", "health"]
 
@@ -17,35 +20,39 @@ logger = logging.getLogger("placer.health")
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def health(state: SchedulerState) -> tuple[bool, str]:
-    """(healthy, reason) for /healthz: every background task running, Kopf started and watching,
-    the initial sync done, and the API server heard from within `health_window`."""
-    for name, task in state.tasks.items():
+class Answering(Protocol):
+    """When the API server last answered (`KubeClient` keeps it)."""
+
+    last_answer: float | None
+    last_failure: str | None
+
+
+def health(
+    tasks: Mapping[str, asyncio.Task[Any]], *, started: bool, synced: bool, client: Answering | None, window: float
+) -> tuple[bool, str]:
+    """(healthy, reason) for /healthz: every background task running, the operator started, every
+    informer synced once, and the API server heard from within `window` seconds."""
+    for name, task in tasks.items():
         if task.done():
             error = None if task.cancelled() else task.exception()
             return False, f"{name} stopped: {error!r}"
-    if not state.kopf_ready:
+    if not started:
         return False, "starting"
-    if state.insights is not None:
-        watched = {resource.plural for resource in getattr(state.insights, "watched_resources", ())}
-        missing = {"schedulerprofiles"} - watched
-        missing |= {kind for kind, versions in state.resync.watch_versions.items() if not versions}  # ours
-        if missing:
-            return False, "not watching " + ", ".join(sorted(missing))
-    if not state.synced:
+    if not synced:
         return False, "initial sync not done"
-    if state.kube is not None:
-        last = state.kube.last_answer
-        if last is None or time.monotonic() - last > state.options.health_window:
-            return False, f"API server not answering: {state.kube.last_failure or 'no answer yet'}"
+    if client is not None:
+        last = client.last_answer
+        if last is None or time.monotonic() - last > window:
+            return False, f"API server not answering: {client.last_failure or 'no answer yet'}"
     return True, "ok"
 
 
 class HealthServer:
     """200 "ok" while healthy, else 500 with a short reason; Prometheus text on /metrics."""
 
-    def __init__(self, state: SchedulerState, host: str, port: int) -> None:
-        self.state = state
+    def __init__(self, check: Callable[[], tuple[bool, str]], metrics: Metrics, host: str, port: int) -> None:
+        self.check = check
+        self.metrics = metrics
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -58,10 +65,9 @@ class HealthServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        addresses = self._runner.addresses  # the port bound, when 0 asked for any
+        if addresses:
+            self.port = addresses[0][1]
         logger.info("serving /healthz and /metrics on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
@@ -70,8 +76,8 @@ class HealthServer:
             self._runner = None
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        healthy, reason = health(self.state)
+        healthy, reason = self.check()
         return web.Response(text=reason + "\n", status=200 if healthy else 500)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.state.metrics.render().encode(), headers={"Content-Type": PROMETHEUS_TEXT})
+        return web.Response(body=self.metrics.render().encode(), headers={"Content-Type": PROMETHEUS_TEXT})

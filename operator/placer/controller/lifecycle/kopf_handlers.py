@@ -1,76 +1,83 @@
-"""Kopf handlers: a few lines each, feeding the state. All return None, so Kopf writes nothing.
+"""Kopf runs the operator: these handlers are its hooks, a few lines each.
 
-Pods and nodes are not among them: they come through Placer's own watches
-(`placer.controller.informers.informer`), where an event costs a tenth of what it costs through Kopf.
+- `on.startup`: Kopf's settings (`placer.controller.lifecycle.kopf_settings`), then the scheduler's
+  own tasks start (leader election, the informers, the scheduling loop, the writers, /healthz);
+- `on.cleanup`: the scheduler stops gracefully: no new decision, the binds in flight answered, the
+  Lease released at once (a follower takes over without waiting for it to expire), every task
+  stopped. Kopf runs cleanup handlers before it waits for the tasks it did not start, so nothing of
+  the scheduler's is left for that wait;
+- `on.login`: Kopf's credentials are the scheduler's own (the same kubeconfig or in-cluster
+  configuration, `placer.controller.transport.kubeconfig`).
 
-Only `@kopf.on.event` (no on.create/resume, daemons or timers: those would write annotations,
-finalizers or status on pods) and no `@kopf.index` (an index holds every handler back until the
-whole initial listing is indexed). The handlers are registered on a per-operator registry so
-that several operators can run in one process (tests).
+Kopf watches nothing of Placer's: every kind the scheduler reads, SchedulerProfiles included, comes
+through its informers (`placer.controller.informers`). The handlers are registered on a
+per-operator registry so that several operators can run in one process (tests).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-from typing import Any
+import inspect
+from typing import Any, Protocol
 
-from placer.controller._kopf import kopf
+import kopf
+
 from placer.controller.lifecycle.kopf_settings import configure_settings
 from placer.controller.options import Options
-from placer.controller.state import SchedulerState
-from placer.controller.transport.client import connection_info
-from placer.engine.catalog import Kind
-from placer.engine.kinds import KINDS as CATALOG_KINDS
+from placer.controller.transport.kubeconfig import Configuration
 
-__all__ = ["register"]
+__all__ = ["Operated", "connection_info", "register"]
 
-DISCOVERY_MODULE = os.path.join("kopf", "_cogs", "clients", "scanning.py")
+
+class Operated(Protocol):
+    """What Kopf's hooks start and stop (`memo.placer`)."""
+
+    configuration: Configuration
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 def register(registry: kopf.OperatorRegistry, options: Options) -> None:
-    """Register the handlers of one operator instance; the state comes from `memo.placer`."""
+    """The hooks of one operator instance; what they run is `memo.placer`."""
 
     @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_settings(settings, options)
-        memo.placer.kopf_ready = True
+        operated: Operated = memo.placer
+        await operated.start()
 
     @kopf.on.cleanup(registry=registry)
-    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-        # Stop binding and release the Lease now: Kopf runs cleanup handlers before it waits
-        # (up to 5 s) for its own lingering tasks, so a follower takes over without that delay.
-        await memo.placer_stop()
-        # A watch-stream cancelled at the wrong moment leaves its "pause-waiter" task behind (the
-        # async generator that would cancel it is not finalised yet), and so does Kopf's API
-        # discovery stopped half-way (its requests are tasks of `asyncio.as_completed`, which
-        # nobody cancels; they retry forever on a closed session): Kopf then waits 5 s for them.
-        # Its watchers and observers are all gone when cleanup handlers run: nothing waits on them.
-        for task in asyncio.all_tasks():
-            if task.get_name().startswith("pause-waiter for ") or _kopf_discovery(task):
-                task.cancel()
+    async def stop(memo: kopf.Memo, **_: Any) -> None:
+        operated: Operated = memo.placer
+        await operated.stop()
 
     @kopf.on.login(registry=registry)
     async def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
-        state: SchedulerState = memo.placer
-        assert state.kube is not None
-        return await connection_info(state.kube.configuration)
-
-    @kopf.on.event("placer.dev", "v1alpha1", "schedulerprofiles", registry=registry)
-    async def profile_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-        memo.placer.profile_event(event)
-
-    for kind in CATALOG_KINDS:  # namespaces, services, workloads, ...: one handler per kind, one path
-        register_catalog_kind(registry, kind)
+        operated: Operated = memo.placer
+        return await connection_info(operated.configuration)
 
 
-def _kopf_discovery(task: asyncio.Task[Any]) -> bool:
-    """Whether `task` is one of Kopf's API discovery requests (`kopf._cogs.clients.scanning`)."""
-    code = getattr(task.get_coro(), "cr_code", None)
-    return code is not None and code.co_filename.endswith(DISCOVERY_MODULE)
+async def connection_info(configuration: Configuration) -> kopf.ConnectionInfo:
+    """Kopf's credentials from the very configuration placer's own client uses (one source of truth).
 
-
-def register_catalog_kind(registry: kopf.OperatorRegistry, kind: Kind) -> None:
-    @kopf.on.event(kind.api_version, kind.plural, registry=registry, id=f"{kind.plural}_event")
-    async def object_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-        memo.placer.object_event(kind, event)
+    For in-cluster configs the token is re-read from its file when it rotates; Kopf calls the login
+    handler again on a 401, which lands here again.
+    """
+    header = configuration.get_api_key_with_prefix("BearerToken")
+    if inspect.isawaitable(header):
+        header = await header
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        username=configuration.username or None,
+        password=configuration.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+        proxy_url=configuration.proxy,
+    )

@@ -1,34 +1,25 @@
-"""Kopf's settings for Placer, each chosen for a measured or verified reason (kopf 1.45).
+"""Kopf's settings for Placer, each for a reason (kopf 1.45).
 
-- Standalone (no KopfPeering objects) and no Kopf-posted events: leader election is ours, and
-  Kopf's log-to-event posting would cost an API call per handled object.
-- Kopf does not watch pods or nodes: Placer's own informers do (`placer.controller.informers.informer`).
-- Watches ask the server to end each stream after `watch_server_timeout` (Kopf re-lists nothing
-  on such an end, it just resumes from the last resourceVersion); the client gives up a stream a
-  minute later, and a connect attempt after `watch_connect_timeout`.
-- No diff-base: only `@kopf.on.event` handlers are registered, for which Kopf neither reads nor
-  writes the last-handled-configuration annotation, but it still deep-copies every object to
-  build a diff nobody uses. `NoDiffBase` makes that a no-op. Progress storage is left as it is:
-  on.event handlers never write it (`process_watching_cause` stores no progress, and a handler
-  returning None stores no result), so no PATCH ever reaches a pod from Kopf.
-- `queueing.worker_limit` stays unset (one worker per object, as many as needed).
-- `networking.error_backoffs` never runs out (`EndlessBackoff`): Kopf retries a failed list or
-  watch request (5xx, 429, 403, connection errors, timeouts) with these delays, and once they are
-  exhausted (Kopf's default: 8 retries, ~54 s) it re-raises, which ends that resource's watcher
-  and with it the whole operator: an API server down for a minute would crash every replica
-  (restarted by the kubelet with a growing CrashLoopBackOff delay). With an endless sequence the
-  watchers keep retrying, at most every `watch_max_backoff` seconds, and resume on their own.
+- Standalone (no KopfPeering objects) and no Kopf-posted events: leader election is Placer's own
+  (`placer.controller.lifecycle.leader`), and Placer posts its own events.
+- No scanning: Kopf watches no resource of Placer's (the informers do), so it need not follow
+  CRDs and namespaces as they come and go.
+- `networking.error_backoffs` never runs out (`EndlessBackoff`): Kopf's own start-up requests (its
+  API discovery) are retried with these delays, and once they are exhausted (Kopf's default: 8
+  retries, ~54 s) Kopf re-raises, which stops the whole operator: an API server down for a minute
+  while Placer starts would crash it (restarted by the kubelet with a growing CrashLoopBackOff
+  delay). With an endless sequence it waits for the server, at most `watch_max_backoff` apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
-from placer.controller._kopf import kopf
+import kopf
+
 from placer.controller.options import Options
 
-__all__ = ["EndlessBackoff", "NoDiffBase", "configure_settings"]
+__all__ = ["EndlessBackoff", "configure_settings"]
 
 
 class EndlessBackoff:
@@ -49,26 +40,10 @@ class EndlessBackoff:
             delay = min(delay * 2, self.maximum)
 
 
-class NoDiffBase(kopf.DiffBaseStorage):
-    """A diff-base that is never stored nor read: Placer has no change-detecting handlers."""
-
-    def build(self, *, body: Any, extra_fields: Iterable[Any] | None = None) -> Any:
-        return {}
-
-    def fetch(self, *, body: Any) -> Any:
-        return None
-
-    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
-        return None
-
-
 def configure_settings(settings: kopf.OperatorSettings, options: Options) -> None:
     settings.peering.standalone = True
     settings.posting.enabled = False
-    settings.persistence.diffbase_storage = NoDiffBase()
-    settings.watching.server_timeout = options.watch_server_timeout
-    settings.watching.client_timeout = options.watch_server_timeout + 60
-    settings.watching.connect_timeout = options.watch_connect_timeout
+    settings.scanning.disabled = True
     settings.networking.connect_timeout = options.watch_connect_timeout
     settings.networking.request_timeout = max(options.api_timeout, 60.0)
     settings.networking.error_backoffs = EndlessBackoff(options.watch_backoff, options.watch_max_backoff)

@@ -77,6 +77,7 @@ class LeaderElector:
         self._observed: dict[str, Any] | None = None
         self._observed_key: tuple[Any, ...] | None = None
         self._observed_at = -math.inf
+        self.attempted = asyncio.Event()  # the first attempt to acquire the Lease is over
 
     # ----------------------------------------------------------------- state
 
@@ -162,7 +163,9 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         while not await self.try_acquire_or_renew():
+            self.attempted.set()
             await asyncio.sleep(self.retry_period * random.uniform(1.0, 1.2))
+        self.attempted.set()
         self._renewed_at = self.now()
         self._start_leading()
 

@@ -6,29 +6,40 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from placer.controller.transport.client import ApiError
-
-if TYPE_CHECKING:
-    from placer.controller.state import SchedulerState
+from placer.controller.metrics import Metrics
+from placer.controller.profiles.registry import ProfileRegistry
+from placer.controller.profiles.shadow import Shadows
+from placer.controller.transport.client import Reply
+from placer.controller.transport.retry import ApiError
 
 __all__ = ["StatusWriter"]
 
 logger = logging.getLogger("placer.statuses")
 
 
-class StatusWriter:
-    def __init__(self, state: SchedulerState) -> None:
-        self.state = state
+class ProfileStatusApi(Protocol):
+    async def patch_profile_status(self, name: str, patch: Mapping[str, Any]) -> Reply: ...
 
-    def _writing(self) -> bool:
-        return self.state.is_leader() and self.state.may_schedule.is_set()
+
+class StatusWriter:
+    def __init__(
+        self, client: ProfileStatusApi, profiles: ProfileRegistry, shadows: Shadows, metrics: Metrics, *,
+        writing: Callable[[], bool], retry_delay: float, shadow_interval: float,
+    ) -> None:
+        self.client = client
+        self.profiles = profiles
+        self.shadows = shadows
+        self.metrics = metrics
+        self._writing = writing  # only the leader writes, once it schedules
+        self.retry_delay = retry_delay
+        self.shadow_interval = shadow_interval
 
     async def profiles_forever(self) -> None:
         """Write profile statuses when they change (`ProfileRegistry.changed`)."""
-        profiles = self.state.profiles
+        profiles = self.profiles
         while True:
             await profiles.changed.wait()
             profiles.changed.clear()
@@ -40,12 +51,12 @@ class StatusWriter:
                     profiles.mark_written(name, status)
                 elif written is False:
                     profiles.dirty.add(name)
-                    asyncio.get_running_loop().call_later(self.state.options.initial_backoff, profiles.changed.set)
+                    asyncio.get_running_loop().call_later(self.retry_delay, profiles.changed.set)
 
     async def shadows_forever(self) -> None:
         """Write shadow profiles' `status.shadow` when it changed, at most once per interval per
         profile."""
-        shadows = self.state.shadows
+        shadows = self.shadows
         while True:
             await shadows.changed.wait()
             shadows.changed.clear()
@@ -54,13 +65,12 @@ class StatusWriter:
             for name, patch in shadows.status_patches():
                 if await self._patch(name, patch) is False:
                     shadows.unwritten(name, patch)
-            await asyncio.sleep(self.state.options.shadow_status_interval)
+            await asyncio.sleep(self.shadow_interval)
 
     async def _patch(self, name: str, patch: Mapping[str, Any]) -> bool | None:
         """True when written, None when the profile is gone (404), False when it failed (counted)."""
-        assert self.state.kube is not None
         try:
-            reply = await self.state.kube.patch_profile_status(name, patch)
+            reply = await self.client.patch_profile_status(name, patch)
         except ApiError as error:
             reply = None
             logger.warning("status of profile %s: %s", name, error)
@@ -68,5 +78,5 @@ class StatusWriter:
             return True
         if reply is not None and reply.status == 404:
             return None
-        self.state.metrics.api_errors.inc(call="patch_profile_status")
+        self.metrics.api_errors.inc(call="patch_profile_status")
         return False

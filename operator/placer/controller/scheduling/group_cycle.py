@@ -29,18 +29,22 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection
 
-from placer.controller.scheduling.preemption import VICTIM_GONE, keeps_nomination
+from placer.controller.binding.cycle import BindingCycles
+from placer.controller.binding.group_status import GroupStatusWriter
+from placer.controller.binding.reporting import Reporter
+from placer.controller.informers.groups import GroupMembers
+from placer.controller.informers.nominations import Nominations
+from placer.controller.scheduling.preemption import VICTIM_GONE, Preemptions, keeps_nomination
+from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent, Preemption
 from placer.engine.gang import GroupDecision, Outcome, decide_group
 from placer.engine.groups import COSCHEDULING_KIND, POD_GROUP_KIND, GroupRef
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
-from placer.engine.runtime import Decision
-
-if TYPE_CHECKING:
-    from placer.controller.scheduling.loop import SchedulingLoop
+from placer.engine.queue import SchedulingQueue
+from placer.engine.runtime import Decision, Scheduler
 
 __all__ = ["GROUP_EVENTS", "GroupCycle"]
 
@@ -51,46 +55,75 @@ GROUP_EVENTS = frozenset({ClusterEvent.POD_ADD, POD_GROUP_KIND, COSCHEDULING_KIN
 
 
 class GroupCycle:
-    def __init__(self, loop: SchedulingLoop) -> None:
-        self.loop = loop
-        self.state = loop.state
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        cluster: ClusterState,
+        queue: SchedulingQueue,
+        *,
+        members: GroupMembers,
+        group_status: GroupStatusWriter,
+        gated: Collection[str],
+        active: Callable[[str], Profile | None],
+        nominations: Nominations,
+        reporter: Reporter,
+        preemptions: Preemptions,
+        binding: BindingCycles,
+        permit: Callable[[PodInfo, Profile, Decision], bool],
+        observe: Callable[[Profile, str, float], None],
+        debug: bool = False,
+    ) -> None:
+        self.scheduler = scheduler
+        self.cluster = cluster
+        self.queue = queue
+        self.members = members
+        self.group_status = group_status
+        self.gated = gated  # pending pods with scheduling gates (the cache's)
+        self.active = active
+        self.nominations = nominations
+        self.reporter = reporter
+        self.preemptions = preemptions
+        self.binding = binding
+        self.permit = permit  # the scheduling loop's Permit, run for each placed member
+        self.observe = observe  # the attempt's metrics
+        self.debug = debug
 
     def run(self, pod: PodInfo, ref: GroupRef, profile: Profile) -> bool:
         """The group cycle of `pod`'s group; True when a binding cycle took the loop's bind slot."""
-        state = self.state
-        members = state.groups
-        loop = self.loop
+        members = self.members
         others = [other for other in members.others(ref, pod.key)
-                  if other.key not in state.cluster.pods and other.key not in state.cache.gated]
-        if any(loop.preemptions.running(other.key) for other in others):
-            loop.preemptions.hold_back(pod.key)  # the gang's victims are being evicted: not yet
+                  if other.key not in self.cluster.pods and other.key not in self.gated]
+        if any(self.preemptions.running(other.key) for other in others):
+            self.preemptions.hold_back(pod.key)  # the gang's victims are being evicted: not yet
             return False
         pods = [pod]
         for other in others:
-            if state.profiles.active(other.scheduler_name) is None:
+            if self.active(other.scheduler_name) is None:
                 continue
-            taken = state.queue.take(other.key)
+            taken = self.queue.take(other.key)
             if taken is not None:
                 pods.append(taken)
         started = time.perf_counter()
         try:
-            decision = decide_group(state.scheduler, profile, state.cluster, ref, pods,
-                                    top=3 if loop.debug else 0, members=members.members(ref))
+            decision = decide_group(self.scheduler, profile, self.cluster, ref, pods,
+                                    top=3 if self.debug else 0, members=members.members(ref))
         except Exception:
             logger.exception("deciding the group %s failed", ref.key)
             for member in pods:
-                state.queue.backoff(member.key)
-            loop._observe(profile, "error", started)
+                self.queue.backoff(member.key)
+            self.observe(profile, "error", started)
             return False
         outcome = decision.outcome
         by_key = {member.key: member for member in pods}
         if outcome is Outcome.WAITING:
+            for member in pods:
+                self.queue.remove(member.key)
             members.hold(pods)
             return False
-        loop._observe(profile, {Outcome.PLACED: "scheduled", Outcome.ERROR: "error"}.get(outcome, "unschedulable"),
+        self.observe(profile, {Outcome.PLACED: "scheduled", Outcome.ERROR: "error"}.get(outcome, "unschedulable"),
                       started)
-        members.report(decision)  # nothing for an error before the cycle (its condition is None)
-        if loop.debug:
+        self.group_status.report(decision)  # nothing for an error before the cycle (its condition is None)
+        if self.debug:
             logger.debug("group %s (%d pods, profile %s): %s %s", ref.key, len(pods), profile.name, outcome.value,
                          decision.message)
         if outcome is Outcome.PLACED:
@@ -103,41 +136,37 @@ class GroupCycle:
         return False
 
     def _placed(self, decision: GroupDecision, pods: dict[str, PodInfo], profile: Profile) -> bool:
-        state = self.state
-        loop = self.loop
         slot = True  # the loop's bind slot, for the first pod bound at once
         for member, member_decision in zip(decision.pods, decision.decisions, strict=True):
             if member_decision.node is None:
                 self._unplaced(member, member_decision, profile, decision)
                 continue
-            state.nominations.unnominate(member.key, now_on=member_decision.node)
-            if not loop.permit(member, profile, member_decision):
+            self.nominations.unnominate(member.key, now_on=member_decision.node)
+            if not self.permit(member, profile, member_decision):
                 continue
-            if loop.binding.start(member, member_decision, profile, slot=slot):
+            if self.binding.start(member, member_decision, profile, slot=slot):
                 slot = False
-        state.queue.wake(ClusterEvent.POD_ADD)  # e.g. a pod with affinity to these may go now
+        self.queue.wake(ClusterEvent.POD_ADD)  # e.g. a pod with affinity to these may go now
         return not slot
 
     def _unplaced(self, pod: PodInfo, decision: Decision, profile: Profile, group: GroupDecision) -> None:
         """A pod of the group left pending: its FailedScheduling (or SchedulerError), then backoff."""
-        state = self.state
         key = pod.key
         if group.outcome is Outcome.ERROR:
-            state.queue.backoff(key)
-            state.reporter.failed(pod, profile.scheduler_name, decision.message or group.message,
+            self.queue.backoff(key)
+            self.reporter.failed(pod, profile.scheduler_name, decision.message or group.message,
                                   reason="SchedulerError")
             return
         if not keeps_nomination(decision):
-            had = state.nominations.unnominate(key)
+            had = self.nominations.unnominate(key)
             if had or pod.nominated_node:
-                self.loop.preemptions.clear(pod)
-        state.queue.backoff(key, decision.wake_on | GROUP_EVENTS if decision.wake_on else frozenset())
+                self.preemptions.clear(pod)
+        self.queue.backoff(key, decision.wake_on | GROUP_EVENTS if decision.wake_on else frozenset())
         message = decision.full_message or group.message or "unschedulable"
-        state.reporter.failed(pod, profile.scheduler_name, message)
+        self.reporter.failed(pod, profile.scheduler_name, message)
 
     def _preempting(self, decision: GroupDecision, pods: dict[str, PodInfo], profile: Profile) -> None:
         """Each pod nominated to its node, the victims there evicted (by the preemption tasks)."""
-        state = self.state
         for member, member_decision in zip(decision.pods, decision.decisions, strict=True):
             if member_decision.node is None:  # (an extra beyond minCount: it does not preempt)
                 self._unplaced(member, member_decision, profile, decision)
@@ -146,6 +175,6 @@ class GroupCycle:
                 member_decision.preemption = Preemption(member_decision.node, ())
             message = member_decision.full_message or decision.message
             wake = member_decision.wake_on | VICTIM_GONE | GROUP_EVENTS if member_decision.wake_on else frozenset()
-            state.queue.backoff(member.key, wake)
-            self.loop.preemptions.begin(member, profile, member_decision, message)
-            state.reporter.failed(member, profile.scheduler_name, message, condition=False)
+            self.queue.backoff(member.key, wake)
+            self.preemptions.begin(member, profile, member_decision, message)
+            self.reporter.failed(member, profile.scheduler_name, message, condition=False)

@@ -38,19 +38,26 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Collection
 from typing import Any
 
 from placer.controller.binding.cycle import BindingCycles
-from placer.controller.metrics import CounterSeries, HistogramSeries
+from placer.controller.binding.group_status import GroupStatusWriter
+from placer.controller.binding.reporting import Reporter
+from placer.controller.informers.groups import GroupMembers
+from placer.controller.informers.nominations import Nominations
+from placer.controller.metrics import CounterSeries, HistogramSeries, Metrics
 from placer.controller.profiles.shadow import ShadowWork
 from placer.controller.scheduling.group_cycle import GroupCycle
 from placer.controller.scheduling.preemption import VICTIM_GONE, Preemptions, keeps_nomination
-from placer.controller.state import SchedulerState
+from placer.controller.signals import WatchedEvents
+from placer.engine.cluster import ClusterState
 from placer.engine.framework import ALLOW, ClusterEvent, FilterPlugin, PermitCode
 from placer.engine.groups import group_of
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
-from placer.engine.runtime import Decision
+from placer.engine.queue import SchedulingQueue
+from placer.engine.runtime import Decision, Scheduler
 
 __all__ = ["SchedulingLoop", "rejectors_of"]
 
@@ -72,18 +79,53 @@ def rejectors_of(profile: Profile, decision: Decision) -> tuple[FilterPlugin[Any
 
 
 class SchedulingLoop:
-    def __init__(self, state: SchedulerState, max_binds_in_flight: int | None = None) -> None:
-        self.state = state
-        self.limit = max_binds_in_flight or state.options.max_binds_in_flight
-        self._slots = asyncio.Semaphore(self.limit)
-        self._stopping = asyncio.Event()
-        self._found_nothing = asyncio.Event()  # the queue had no pod to decide, once
-        self.preemptions = Preemptions(state)
-        self.binding = BindingCycles(state, self._slots, self._stopping, self.preemptions.clear)
-        self.groups = GroupCycle(self)  # a pod of a group: its whole group decided together
-        # shadow profiles' decisions: in idle time, and within a small share of the busy time
-        self.shadow = ShadowWork(state.shadows, state.cluster, share=state.options.shadow_busy_share)
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        cluster: ClusterState,
+        queue: SchedulingQueue,
+        *,
+        active: Callable[[str], Profile | None],
+        binding: BindingCycles,
+        preemptions: Preemptions,
+        shadow: ShadowWork,
+        members: GroupMembers,
+        group_status: GroupStatusWriter,
+        gated: Collection[str],
+        nominations: Nominations,
+        reporter: Reporter,
+        metrics: Metrics,
+        may_schedule: asyncio.Event,
+        api_up: asyncio.Event,
+        wakeup: asyncio.Event,
+        changes: WatchedEvents,
+        is_leader: Callable[[], bool],
+        slots: asyncio.Semaphore,
+        stopping: asyncio.Event,
+    ) -> None:
+        self.scheduler = scheduler
+        self.cluster = cluster
+        self.queue = queue
+        self.active = active  # the profile that owns a schedulerName now
+        self.binding = binding
+        self.preemptions = preemptions
+        self.shadow = shadow  # shadow profiles' decisions: in idle time, and a small share of the busy time
+        self.nominations = nominations
+        self.reporter = reporter
+        self.metrics = metrics
+        self.may_schedule = may_schedule  # leading, every informer synced
+        self.api_up = api_up  # cleared while the API server does not answer
+        self.wakeup = wakeup
+        self.changes = changes
+        self.is_leader = is_leader
+        self._slots = slots  # the binds in flight (`Options.max_binds_in_flight`), shared with `binding`
+        self._stopping = stopping
         self.debug = logger.isEnabledFor(logging.DEBUG)
+        self.groups = GroupCycle(  # a pod of a group: its whole group decided together
+            scheduler, cluster, queue, members=members, group_status=group_status, gated=gated, active=active,
+            nominations=nominations, reporter=reporter, preemptions=preemptions, binding=binding,
+            permit=self.permit, observe=self._observe, debug=self.debug,
+        )
         # (profile name, result) -> the attempts' counter and duration series, labels resolved once
         self._series: dict[tuple[str, str], tuple[CounterSeries, HistogramSeries]] = {}
 
@@ -92,22 +134,21 @@ class SchedulingLoop:
         return self.binding.binds_in_flight
 
     async def run(self) -> None:
-        state = self.state
-        queue = state.queue
+        queue = self.queue
         clock = time.monotonic
         yielded = clock()
         while not self._stopping.is_set():  # `drain` ends it: the operator is stopping
-            if not state.may_schedule.is_set():
-                await state.may_schedule.wait()
+            if not self.may_schedule.is_set():
+                await self.may_schedule.wait()
                 continue
-            if not state.is_leader():  # lost by the clock; the elector is about to say so
+            if not self.is_leader():  # lost by the clock; the elector is about to say so
                 await asyncio.sleep(0.05)
                 continue
-            if not state.api.up.is_set():  # the API server does not answer: no bind could land
-                await state.api.up.wait()
+            if not self.api_up.is_set():  # the API server does not answer: no bind could land
+                await self.api_up.wait()
                 continue
             await self._slots.acquire()
-            state.wakeup.clear()
+            self.wakeup.clear()
             pod = queue.pop()
             if pod is None or self._stopping.is_set():
                 if pod is not None:
@@ -116,7 +157,6 @@ class SchedulingLoop:
                 if pod is None and self.shadow.idle():
                     await asyncio.sleep(0)  # then look at the queue again: active pods go first
                     continue
-                self._found_nothing.set()
                 await self._idle()
                 continue
             try:
@@ -131,22 +171,11 @@ class SchedulingLoop:
                 yielded = clock()
             self.shadow.busy()  # then a shadow decision, if its share of the time allows
 
-    async def under_way(self, limit: float) -> None:
-        """Until the first bind is answered or the queue held nothing to decide, at most `limit`
-        seconds. Kopf's start waits for it: its import, a thread holding the GIL about 0.2 s, would
-        otherwise share the one core with the first decisions and their binds."""
-        waits = [asyncio.ensure_future(self.binding.answered.wait()), asyncio.ensure_future(self._found_nothing.wait())]
-        try:
-            await asyncio.wait(waits, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
-
     async def _idle(self) -> None:
-        delay = self.state.queue.next_ready_in()
+        delay = self.queue.next_ready_in()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
-                await self.state.wakeup.wait()
+                await self.wakeup.wait()
 
     # ----------------------------------------------------------------- one pod: kube's scheduleOne
 
@@ -171,14 +200,13 @@ class SchedulingLoop:
     def _profile(self, pod: PodInfo) -> Profile | None:
         """The profile that decides for the pod now, taken once for the whole cycle; None when the
         pod is not to be decided now."""
-        state = self.state
         key = pod.key
-        profile = state.profiles.active(pod.scheduler_name)
-        if profile is None or key in state.cluster.pods or not state.is_leader():
-            if profile is None or key in state.cluster.pods:
-                state.queue.remove(key)
+        profile = self.active(pod.scheduler_name)
+        if profile is None or key in self.cluster.pods or not self.is_leader():
+            if profile is None or key in self.cluster.pods:
+                self.queue.remove(key)
             else:
-                state.queue.retry_now(key)  # not leading any more: leave it for the next term
+                self.queue.retry_now(key)  # not leading any more: leave it for the next term
             return None
         if self.preemptions.running(key):  # its victims are being evicted: not decided again meanwhile
             self.preemptions.hold_back(key)
@@ -186,14 +214,13 @@ class SchedulingLoop:
         return profile
 
     def _schedule(self, pod: PodInfo, profile: Profile) -> Decision | None:
-        state = self.state
         started = time.perf_counter()
         try:
-            decision = state.scheduler.schedule(pod, profile, state.cluster, top=3 if self.debug else 0)
+            decision = self.scheduler.schedule(pod, profile, self.cluster, top=3 if self.debug else 0)
         except Exception:
             logger.exception("scheduling %s failed", pod.key)
             self._observe(profile, "error", started)
-            state.queue.backoff(pod.key)
+            self.queue.backoff(pod.key)
             return None
         if decision.node is None:
             self._observe(profile, "error" if pod.error else "unschedulable", started)
@@ -203,7 +230,6 @@ class SchedulingLoop:
 
     def _post_filter(self, pod: PodInfo, profile: Profile, decision: Decision) -> None:
         """No node fits: carry out the PostFilter result, or report the pod unschedulable."""
-        state = self.state
         key = pod.key
         message = decision.full_message or "unschedulable"
         if decision.post_filter_writes:  # (a claim freed for the next attempt: DynamicResources)
@@ -213,32 +239,31 @@ class SchedulingLoop:
             # as a victim is gone
             # (no rejectors: not tried again before the initial backoff, by when its victims' deletions
             # have been seen, or it would preempt them again)
-            state.queue.backoff(key, (decision.wake_on | VICTIM_GONE) if decision.wake_on else frozenset())
+            self.queue.backoff(key, (decision.wake_on | VICTIM_GONE) if decision.wake_on else frozenset())
             self.preemptions.begin(pod, profile, decision, message)
-            state.reporter.failed(pod, profile.scheduler_name, message, condition=False)  # the task writes it
+            self.reporter.failed(pod, profile.scheduler_name, message, condition=False)  # the task writes it
         else:
             if not keeps_nomination(decision):  # the PostFilter found nothing: the nomination goes
-                had = state.nominations.unnominate(key)
+                had = self.nominations.unnominate(key)
                 if had or pod.nominated_node:
                     self.preemptions.clear(pod)
-            state.queue.backoff(key, decision.wake_on, rejectors=rejectors_of(profile, decision))
-            state.reporter.failed(pod, profile.scheduler_name, message)
+            self.queue.backoff(key, decision.wake_on, rejectors=rejectors_of(profile, decision))
+            self.reporter.failed(pod, profile.scheduler_name, message)
         if self.debug:
             logger.debug("pod %s unschedulable (profile %s): %s", key, profile.name, message)
 
     def _reserve(self, pod: PodInfo, profile: Profile, decision: Decision) -> bool:
         """kube's assume and Reserve: counted on its node, what its plugins found there held."""
-        state = self.state
         node = decision.node
-        state.nominations.unnominate(pod.key, now_on=node)  # kube's assume drops the pod's nomination
+        self.nominations.unnominate(pod.key, now_on=node)  # kube's assume drops the pod's nomination
         try:
-            state.scheduler.assume(pod, decision, profile, state.cluster)
+            self.scheduler.assume(pod, decision, profile, self.cluster)
         except Exception:
             logger.exception("reserving %s on %s failed", pod.key, node)
-            state.scheduler.forget(pod, decision, profile, state.cluster)
-            state.queue.backoff(pod.key)
+            self.scheduler.forget(pod, decision, profile, self.cluster)
+            self.queue.backoff(pod.key)
             return False
-        state.queue.wake(ClusterEvent.POD_ADD, None, pod)  # e.g. a pod with affinity to this one may go now
+        self.queue.wake(ClusterEvent.POD_ADD, None, pod)  # e.g. a pod with affinity to this one may go now
         if self.debug:
             top = ", ".join(f"{s.node}={s.total}" for s in decision.top)
             logger.debug("pod %s -> %s (profile %s generation %d; top %s)", pod.key, node, profile.name,
@@ -248,17 +273,16 @@ class SchedulingLoop:
     def permit(self, pod: PodInfo, profile: Profile, decision: Decision) -> bool:
         """kube's RunPermitPlugins: False when the pod was rejected (or a plugin broke); the group
         cycle runs it for each placed member too."""
-        state = self.state
         if not self.binding.points(profile).permits:  # (the default profile has none)
             decision.permit = ALLOW
             return True
         try:
-            permit = state.scheduler.permit(pod, decision, profile, state.cluster)
+            permit = self.scheduler.permit(pod, decision, profile, self.cluster)
         except Exception:
             logger.exception("Permit of %s on %s failed", pod.key, decision.node)
-            state.scheduler.unpermit(pod, decision, profile, state.cluster)
-            state.scheduler.forget(pod, decision, profile, state.cluster)
-            state.queue.backoff(pod.key)
+            self.scheduler.unpermit(pod, decision, profile, self.cluster)
+            self.scheduler.forget(pod, decision, profile, self.cluster)
+            self.queue.backoff(pod.key)
             return False
         if permit.code is PermitCode.REJECT:
             self.binding.rejected(pod, decision, profile)
@@ -268,7 +292,7 @@ class SchedulingLoop:
     def _observe(self, profile: Profile, result: str, started: float) -> None:
         series = self._series.get((profile.name, result))
         if series is None:
-            metrics = self.state.metrics
+            metrics = self.metrics
             series = self._series[profile.name, result] = (
                 metrics.attempts.labels(result=result, profile=profile.name),
                 metrics.attempt_duration.labels(result=result, profile=profile.name),
@@ -281,8 +305,8 @@ class SchedulingLoop:
         that wait (on Permit or a PreBind) stop waiting, undo their writes and leave their pods to
         the next leader."""
         self._stopping.set()
-        self.state.binding_changes.fire()
-        tasks = [*self.binding.tasks, *self.preemptions.tasks, *self.state.groups.tasks]
+        self.changes.fire()
+        tasks = [*self.binding.tasks, *self.preemptions.tasks, *self.groups.group_status.tasks]
         if tasks:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):

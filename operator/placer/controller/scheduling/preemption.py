@@ -46,11 +46,15 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from placer.controller.binding.effects import Effects, Written
-from placer.controller.state import SchedulerState
+from placer.controller.binding.reporting import Reporter
+from placer.controller.informers.nominations import Nominations
+from placer.controller.metrics import Metrics
+from placer.engine.cluster import ClusterState
 from placer.engine.framework import STRATEGIC_MERGE_PATCH, ClusterEvent, ObjectRef, Preemption, Write
 from placer.engine.objects import PodInfo
 from placer.engine.profile import Profile
-from placer.engine.runtime import Decision
+from placer.engine.queue import SchedulingQueue
+from placer.engine.runtime import Decision, Scheduler
 
 __all__ = ["DISRUPTION_TARGET", "VICTIM_GONE", "Preemptions", "keeps_nomination", "pod_ref"]
 
@@ -87,9 +91,20 @@ def _status_write(pod: PodInfo, status: dict[str, Any]) -> Write:
 class Preemptions:
     """The preemptions being carried out, and the writes of pods' `status.nominatedNodeName`."""
 
-    def __init__(self, state: SchedulerState) -> None:
-        self.state = state
-        self.effects = Effects(state)
+    def __init__(
+        self, scheduler: Scheduler, cluster: ClusterState, queue: SchedulingQueue, *, effects: Effects,
+        reporter: Reporter, nominations: Nominations, metrics: Metrics, wakeup: asyncio.Event,
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self.scheduler = scheduler
+        self.cluster = cluster
+        self.queue = queue
+        self.effects = effects
+        self.reporter = reporter
+        self.nominations = nominations
+        self.metrics = metrics
+        self.wakeup = wakeup
+        self.is_leader = is_leader
         self._running: dict[str, asyncio.Task[None]] = {}  # preemptor key -> its task
         self._clears: set[asyncio.Task[None]] = set()  # nominatedNodeName clears of other pods
         self._locks: dict[str, asyncio.Lock] = {}  # pod key -> one nominatedNodeName write at a time
@@ -103,7 +118,7 @@ class Preemptions:
         """The pod was popped while its preemption is under way: it waits (a victim gone wakes it),
         and is retried when the task ends."""
         self._held_back.add(key)
-        self.state.queue.backoff(key, VICTIM_GONE)
+        self.queue.backoff(key, VICTIM_GONE)
 
     @property
     def tasks(self) -> list[asyncio.Task[None]]:
@@ -115,14 +130,14 @@ class Preemptions:
         """Nominate the pod, displace lower-priority nominations, and start the task that writes."""
         preemption = decision.preemption
         assert preemption is not None
-        cluster = self.state.cluster
+        cluster = self.cluster
         cluster.nominate(pod, preemption.node)
         for key in preemption.displaced:
             held = cluster.nominated.get(key)
             if held is not None and cluster.unnominate(key):
                 logger.debug("nomination of %s to %s displaced by %s", key, held[1], pod.key)
                 self.clear(held[0])
-        self.state.metrics.preemptions.inc(profile=profile.name)
+        self.metrics.preemptions.inc(profile=profile.name)
         logger.info("preempting %s on %s for %s", ", ".join(v.key for v in preemption.victims) or "nothing",
                     preemption.node, pod.key)
         release = self._claim(pod.key)
@@ -135,8 +150,8 @@ class Preemptions:
                 del self._running[pod.key]
                 if pod.key in self._held_back:
                     self._held_back.discard(pod.key)
-                    self.state.queue.retry_now(pod.key)
-                    self.state.wakeup.set()
+                    self.queue.retry_now(pod.key)
+                    self.wakeup.set()
 
         task.add_done_callback(done)
 
@@ -155,7 +170,7 @@ class Preemptions:
     def _claim(self, key: str) -> Callable[[], None]:
         """Count a write of this pod's nomination as under way (synchronously: the watch's copies
         stop being followed at once); returns its release, which may be called more than once."""
-        writes = self.state.nominations.writes
+        writes = self.nominations.writes
         writes[key] += 1
         released = False
 
@@ -182,8 +197,8 @@ class Preemptions:
             release()
 
     def _nominated(self, key: str, node: str) -> bool:
-        held = self.state.cluster.nominated.get(key)
-        return self.state.is_leader() and held is not None and held[1] == node
+        held = self.cluster.nominated.get(key)
+        return self.is_leader() and held is not None and held[1] == node
 
     async def _write(self, write: Write, pod: PodInfo) -> Written:
         result = await self.effects.write(write, pod.key)
@@ -200,7 +215,7 @@ class Preemptions:
         async with self._writing(pod.key, release):
             go = await self._nominate(pod, node, message)
         if not go:
-            self.state.metrics.preemption_victims.inc(len(preemption.victims), result="abandoned")
+            self.metrics.preemption_victims.inc(len(preemption.victims), result="abandoned")
             return
         results = await asyncio.gather(
             *(self._evict(victim, pod, profile, node) for victim in preemption.victims)
@@ -212,33 +227,31 @@ class Preemptions:
     async def _nominate(self, pod: PodInfo, node: str, message: str) -> bool:
         """The preemptor's nominatedNodeName and PodScheduled condition; False when the preemption
         is off (the pod is gone, bound, or displaced; or leadership lost)."""
-        state = self.state
         if not self._nominated(pod.key, node):
             return False
-        condition, entry = state.reporter.condition_entry(pod, message)
+        condition, entry = self.reporter.condition_entry(pod, message)
         result = await self._write(_status_write(pod, {"nominatedNodeName": node, "conditions": [entry]}), pod)
         if result.ok:
-            state.reporter.condition_written(pod.key, condition)
+            self.reporter.condition_written(pod.key, condition)
         elif result.status == 404:
             logger.info("preemptor %s is gone: its victims are spared", pod.key)
-            state.nominations.unnominate(pod.key)
+            self.nominations.unnominate(pod.key)
             return False
         return True  # (unwritten, the nomination holds the room here all the same)
 
     async def _evict(self, victim: PodInfo, preemptor: PodInfo, profile: Profile, node: str) -> str:
         result = await self._evict_one(victim, preemptor, profile, node)
-        self.state.metrics.preemption_victims.inc(result=result)
+        self.metrics.preemption_victims.inc(result=result)
         return result
 
     async def _evict_one(self, victim: PodInfo, preemptor: PodInfo, profile: Profile, node: str) -> str:
         """kube's `PreemptPod`: the DisruptionTarget condition, the DELETE, the event (or, for a
         victim waiting on Permit, the end of its wait)."""
-        state = self.state
         if not self._nominated(preemptor.key, node):
             return "abandoned"
-        waiting = state.scheduler.waiting.get(victim.key)
+        waiting = self.scheduler.waiting.get(victim.key)
         if waiting is not None and waiting.preempt("", "preempted"):
-            state.reporter.preempted(victim, preemptor, node, profile.scheduler_name, in_memory=True)
+            self.reporter.preempted(victim, preemptor, node, profile.scheduler_name, in_memory=True)
             return "deleted"  # (from the node: it goes back to the queue)
         condition = {
             "type": DISRUPTION_TARGET,
@@ -254,12 +267,11 @@ class Preemptions:
         result = await self._write(delete, victim)
         if not result.ok and result.status not in (404, 409):  # (409: the UID precondition, re-created)
             return "failed"
-        state.reporter.preempted(victim, preemptor, node, profile.scheduler_name)
+        self.reporter.preempted(victim, preemptor, node, profile.scheduler_name)
         return "deleted" if result.ok else "gone"
 
     async def _clear(self, pod: PodInfo, release: Callable[[], None]) -> None:
-        state = self.state
         async with self._writing(pod.key, release):
-            if not state.is_leader() or pod.key in state.cluster.nominated:
+            if not self.is_leader() or pod.key in self.cluster.nominated:
                 return  # nominated again meanwhile: that preemption writes its own node
             await self._write(_status_write(pod, {"nominatedNodeName": None}), pod)

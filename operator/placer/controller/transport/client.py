@@ -38,7 +38,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import orjson
 
 from placer.controller.transport.http import HttpClient, tls_context
-from placer.controller.transport.kubeconfig import Configuration, connection_info, load_configuration
+from placer.controller.transport.kubeconfig import Configuration, load_configuration
 from placer.controller.transport.listing import LIST_PAGE, Pages, list_objects
 from placer.controller.transport.proxy_env import proxy_for
 from placer.controller.transport.retry import (
@@ -66,7 +66,6 @@ __all__ = [
     "Pages",
     "Replay",
     "Reply",
-    "connection_info",
     "load_configuration",
 ]
 
@@ -310,12 +309,10 @@ class KubeClient:
         """Every item of a collection, paged; returns (items, the list's resourceVersion)."""
         return await list_objects(self.request, path, query)
 
-    def list_pages(
-        self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE, first: int | None = None
-    ) -> Pages:
-        """A collection's LIST page by page (`Pages`), `limit` items a page (`first`: the first
-        page's, when other); its first page is asked for at once."""
-        return Pages(self.request, path, query, limit, first)
+    def list_pages(self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = LIST_PAGE) -> Pages:
+        """A collection's LIST page by page (`Pages`), `limit` items a page; its first page is asked
+        for at once."""
+        return Pages(self.request, path, query, limit)
 
     async def watch(
         self, path: str, query: Sequence[tuple[str, str]], *, connect_timeout: float, read_timeout: float

@@ -47,14 +47,14 @@ from placer.controller.transport.proxy import authority as authority_of
 from placer.controller.transport.reply import (
     BODY_LIMIT,
     BodyTooLargeError,
+    Connection,
     HttpError,
     NotSentError,
     Response,
     TlsVerificationError,
-    _Connection,
 )
 from placer.controller.transport.stream import HIGH_WATER, LINE_LIMIT, Stream
-from placer.controller.transport.tls import _TlsConnection, handshake_error, tls_context
+from placer.controller.transport.tls import TlsConnection, handshake_error, tls_context
 
 __all__ = [
     "BODY_LIMIT",
@@ -118,11 +118,11 @@ class HttpClient:
                 self.prefix = f"http://{authority}"
                 fixed += self._proxy.header_lines
         self.headers = "".join(fixed)
-        self._idle: list[_Connection] = []
-        self._connections: set[_Connection] = set()
+        self._idle: list[Connection] = []
+        self._connections: set[Connection] = set()
         self._count = 0  # connections open or opening
-        self._waiters: deque[asyncio.Future[_Connection | None]] = deque()
-        self._busy: set[_Connection] = set()  # waiting for a reply (or reading a stream)
+        self._waiters: deque[asyncio.Future[Connection | None]] = deque()
+        self._busy: set[Connection] = set()  # waiting for a reply (or reading a stream)
         self._sweeper: asyncio.TimerHandle | None = None
         self._tick = 1.0  # seconds between sweeps: a quarter of the shortest timeout seen, at most 1
         self._now = 0.0  # the time of the last sweep
@@ -162,7 +162,7 @@ class HttpClient:
         self._send(conn, data)
         conn.start(None, stream, loop.time(), read_timeout, read_timeout)
         try:
-            await stream._head
+            await stream.head
         except BaseException:
             stream.close()
             raise
@@ -186,7 +186,7 @@ class HttpClient:
 
     # -- the pool
 
-    def _send(self, conn: _Connection, data: bytes) -> None:
+    def _send(self, conn: Connection, data: bytes) -> None:
         """Write a request on `conn`; a connection found closing takes its slot back (NotSentError)."""
         try:
             conn.send(data)
@@ -194,7 +194,7 @@ class HttpClient:
             conn.abort()
             raise
 
-    def _pop_idle(self) -> _Connection | None:
+    def _pop_idle(self) -> Connection | None:
         idle = self._idle
         while idle:
             conn = idle.pop()
@@ -204,7 +204,7 @@ class HttpClient:
             conn.abort()
         return None
 
-    def _watch(self, conn: _Connection, timeout: float) -> None:
+    def watching(self, conn: Connection, timeout: float) -> None:
         """`conn` waits for a reply: the sweep keeps an eye on it."""
         self._busy.add(conn)
         if timeout < 4 * self._tick:  # a shorter timeout than any so far: sweep more often, from now on
@@ -231,7 +231,7 @@ class HttpClient:
         if self._busy or self._idle:
             self._sweeper = loop.call_at(now + self._tick, self._sweep)
 
-    async def _acquire(self, loop: asyncio.AbstractEventLoop, deadline: float) -> _Connection:
+    async def _acquire(self, loop: asyncio.AbstractEventLoop, deadline: float) -> Connection:
         """A connection: an idle one, a new one while under `limit`, else the next one freed.
         Whatever goes wrong here, nothing was sent: NotSentError (a deadline passed included)."""
         try:
@@ -240,7 +240,7 @@ class HttpClient:
         except TimeoutError as error:
             raise NotSentError(f"no connection to {self._where()} in time") from error
 
-    async def _acquire_within(self, loop: asyncio.AbstractEventLoop) -> _Connection:
+    async def _acquire_within(self, loop: asyncio.AbstractEventLoop) -> Connection:
         while True:
             if self._closed:
                 raise NotSentError("the client was closed")
@@ -249,7 +249,7 @@ class HttpClient:
                 return conn
             if self._count < self.limit:
                 self._count += 1
-                conn = _Connection(self, loop) if self._ssl is None else _TlsConnection(self, loop)
+                conn = Connection(self, loop) if self._ssl is None else TlsConnection(self, loop)
                 try:
                     async with asyncio.timeout(self.connect_timeout):
                         await self._connect(loop, conn)
@@ -261,7 +261,7 @@ class HttpClient:
                     raise NotSentError("the client was closed" if self._closed else "the connection closed at once")
                 self._connections.add(conn)
                 return conn
-            waiter: asyncio.Future[_Connection | None] = loop.create_future()
+            waiter: asyncio.Future[Connection | None] = loop.create_future()
             self._waiters.append(waiter)
             try:
                 conn = await waiter
@@ -269,7 +269,7 @@ class HttpClient:
                 if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                     handed = waiter.result()
                     if handed is not None:
-                        self._release(handed, True)  # handed over as we gave up: pass it on
+                        self.release(handed, True)  # handed over as we gave up: pass it on
                 elif waiter in self._waiters:
                     self._waiters.remove(waiter)
                 raise
@@ -280,7 +280,7 @@ class HttpClient:
         proxy = self._proxy
         return f"{self.host}:{self.port}" + (f" through {proxy.where}" if proxy is not None else "")
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: _Connection) -> None:
+    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
         """Open `conn`: directly, through a SOCKS5 proxy, or an HTTP(S) proxy (a CONNECT tunnel for an
         https server); then the TLS handshake with the server. Every failure is a NotSentError."""
         proxy = self._proxy
@@ -289,7 +289,7 @@ class HttpClient:
                 await loop.create_connection(lambda: conn, self.host, self.port)
             else:
                 await proxy.open(loop, conn, self.host, self.port)
-            if isinstance(conn, _TlsConnection):
+            if isinstance(conn, TlsConnection):
                 await conn.handshake
         except NotSentError:
             raise
@@ -300,7 +300,7 @@ class HttpClient:
                 raise  # (the caller's deadline, reported as such)
             raise NotSentError(f"cannot connect to {self._where()}: {error}") from error
 
-    def _release(self, conn: _Connection, reusable: bool) -> None:
+    def release(self, conn: Connection, reusable: bool) -> None:
         """A reply ended on `conn`: to the next waiting caller, to the idle pool, or closed."""
         if not reusable or not conn.usable or self._closed:
             conn.abort()
@@ -314,7 +314,11 @@ class HttpClient:
         conn.idle_since = self._now  # the last sweep's time: keep-alive is not that precise
         self._idle.append(conn)
 
-    def _forget(self, conn: _Connection) -> None:
+    def done(self, conn: Connection) -> None:
+        """`conn`'s reply ended (or failed): the sweep no longer watches it."""
+        self._busy.discard(conn)
+
+    def forget(self, conn: Connection) -> None:
         """`conn` is closed (or closing): its slot is free."""
         if not conn.counted:
             return

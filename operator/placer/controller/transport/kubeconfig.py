@@ -1,6 +1,7 @@
 """How Placer reaches the API server: the client configuration (a kubeconfig or in-cluster
-credentials), which `placer.controller.transport.client` sets its transport up from (server, TLS, proxy, the
-Authorization header), and Kopf's credentials from that same configuration.
+credentials), which `placer.controller.transport.client` sets its transport up from (server, TLS,
+proxy, the Authorization header); Kopf's credentials come from that same configuration
+(`placer.controller.lifecycle.kopf_handlers`).
 
 The configuration is read here, as client-go reads it, into a `Configuration` with the attributes
 kubernetes_asyncio's `client.Configuration` has for the same things (`host`, `ssl_ca_cert`,
@@ -38,12 +39,9 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from placer.controller.transport.proxy_env import parse_proxy_url
-
-if TYPE_CHECKING:
-    import kopf
 
 __all__ = [
     "SERVICE_ACCOUNT",
@@ -51,7 +49,6 @@ __all__ = [
     "ConfigError",
     "Configuration",
     "TokenFile",
-    "connection_info",
     "load_configuration",
     "load_incluster",
     "load_kubeconfig",
@@ -407,30 +404,3 @@ class _ExecRenewal:
                 token = getattr(self.loader, "token", None)
                 if token:
                     configuration.api_key["BearerToken"] = token
-
-
-async def connection_info(configuration: Configuration) -> kopf.ConnectionInfo:
-    """Kopf's credentials from the very configuration placer's own client uses (one source of truth).
-
-    For in-cluster configs the token is re-read from its file when it rotates; Kopf calls the login
-    handler again on a 401, which lands here again.
-    """
-    from placer.controller._kopf import kopf  # Kopf starts after the first resync (main.operate)
-
-    header = configuration.get_api_key_with_prefix("BearerToken")
-    if inspect.isawaitable(header):
-        header = await header
-    parts = header.split(" ", 1) if header else []
-    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        username=configuration.username or None,
-        password=configuration.password or None,
-        scheme=scheme,
-        token=token,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-        proxy_url=configuration.proxy,
-    )

@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from placer.controller.transport.proxy_env import SCHEMES as PROXY_SCHEMES
 from placer.controller.transport.proxy_env import redact
-from placer.controller.transport.reply import NotSentError, _Connection
+from placer.controller.transport.reply import Connection, NotSentError
 from placer.controller.transport.tls import tls_context
 
 MAX_PROXY_REPLY = 64 * 1024  # a proxy's answer to CONNECT longer than this is refused
@@ -104,7 +104,7 @@ class ProxyRoute:
             secret = base64.b64encode(f"{user}:{password}".encode()).decode()
             self.header_lines.append(f"Proxy-Authorization: Basic {secret}\r\n")
 
-    async def open(self, loop: asyncio.AbstractEventLoop, conn: _Connection, host: str, port: int) -> None:
+    async def open(self, loop: asyncio.AbstractEventLoop, conn: Connection, host: str, port: int) -> None:
         """Connect `conn` to `host`:`port` through the proxy (TLS to the server is the caller's)."""
         if self.socks is not None:
             # imported here: python-socks' asyncio part costs about 50 ms of every start-up, and

@@ -24,13 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httptools
-
-if TYPE_CHECKING:
-    from placer.controller.transport.http import HttpClient
-    from placer.controller.transport.stream import Stream
 
 MAX_HEAD = 64 * 1024  # a reply head (status line + headers) longer than this is refused
 BODY_LIMIT = 256 * 2**20  # a whole reply's body: a LIST page can be tens of MiB
@@ -67,7 +63,35 @@ class Response:
         self.retry_after = retry_after
 
 
-class _Connection(asyncio.Protocol):
+class Pool(Protocol):
+    """What a connection tells the client that pools it (`placer.controller.transport.http.HttpClient`)."""
+
+    body_limit: int
+
+    def watching(self, conn: Connection, timeout: float) -> None: ...
+
+    def done(self, conn: Connection) -> None: ...
+
+    def release(self, conn: Connection, reusable: bool) -> None: ...
+
+    def forget(self, conn: Connection) -> None: ...
+
+
+class Sink(Protocol):
+    """Where a streamed reply's body goes (`placer.controller.transport.stream.Stream`)."""
+
+    raw: bool  # a refusal: its body kept whole
+
+    def started(self, status: int) -> None: ...
+
+    def feed(self, piece: bytes) -> None: ...
+
+    def end(self) -> None: ...
+
+    def fail(self, error: BaseException) -> None: ...
+
+
+class Connection(asyncio.Protocol):
     """One keep-alive connection and llhttp's parser of the replies read on it (its callbacks are
     the `on_*` methods; an error raised in one comes back out of `feed_data`)."""
 
@@ -75,7 +99,7 @@ class _Connection(asyncio.Protocol):
                  "interim", "keep_alive", "last_read", "length", "loop", "moved", "parser", "parts", "paused",
                  "read_timeout", "retry_after", "size", "state", "status", "stream", "te", "transport", "waiter")
 
-    def __init__(self, client: HttpClient, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, client: Pool, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.loop = loop
         self.transport: asyncio.Transport | None = None
@@ -85,7 +109,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.clean_eof = True  # an end of the connection ends a read-until-close body well (TLS: on close_notify)
         self.waiter: asyncio.Future[Response] | None = None
-        self.stream: Stream | None = None
+        self.stream: Sink | None = None
         self.deadline = 0.0  # of the whole reply (a request, a refused stream) or of a stream's head
         self.read_timeout = 0.0
         self.last_read = 0.0
@@ -155,7 +179,7 @@ class _Connection(asyncio.Protocol):
             why = f": {exc}" if exc else ""
             self._fail(HttpError(f"the server closed the connection before the reply ended{why}"))
         self.state = _IDLE
-        self.client._forget(self)
+        self.client.forget(self)
 
     # -- llhttp's callbacks
 
@@ -223,13 +247,13 @@ class _Connection(asyncio.Protocol):
         if stream is not None:
             if not streaming:  # a refusal: its whole body within the stream's read timeout
                 self.deadline = self.loop.time() + self.read_timeout
-            stream._started(status)
+            stream.started(status)
 
     def on_body(self, piece: bytes) -> None:
         self.moved = True
         stream = self.stream
-        if stream is not None and not stream._raw:
-            stream._feed(piece)
+        if stream is not None and not stream.raw:
+            stream.feed(piece)
             return
         limit = self.client.body_limit
         decoder = self.decoder
@@ -239,7 +263,7 @@ class _Connection(asyncio.Protocol):
         if self.size > limit:
             raise BodyTooLargeError(f"a reply body over the {limit}-byte bound")
         if stream is not None:
-            stream._feed(piece)
+            stream.feed(piece)
         else:
             self.parts.append(piece)
 
@@ -252,7 +276,7 @@ class _Connection(asyncio.Protocol):
 
     # -- the client's side
 
-    def start(self, waiter: asyncio.Future[Response] | None, stream: Stream | None, now: float, timeout: float,
+    def start(self, waiter: asyncio.Future[Response] | None, stream: Sink | None, now: float, timeout: float,
               read_timeout: float = 0.0) -> None:
         self.state = _HEAD
         self.status = 0
@@ -262,7 +286,7 @@ class _Connection(asyncio.Protocol):
         self.deadline = now + timeout
         self.read_timeout = read_timeout
         self.last_read = now
-        self.client._watch(self, timeout)
+        self.client.watching(self, timeout)
 
     def _reset(self) -> None:
         """Before a reply's head: forget the last one's."""
@@ -282,7 +306,7 @@ class _Connection(asyncio.Protocol):
         transport = self.transport
         if transport is not None:
             transport.abort()
-        self.client._forget(self)
+        self.client.forget(self)
 
     def pause(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -323,7 +347,7 @@ class _Connection(asyncio.Protocol):
                 raise HttpError("the compressed body ended before its end: cut short")
             if decoder.unused_data:
                 raise HttpError("bytes after the end of the compressed body")
-        self.client._busy.discard(self)
+        self.client.done(self)
         parts = self.parts
         body = parts[0] if len(parts) == 1 else b"".join(parts)
         self.parts = []
@@ -331,22 +355,22 @@ class _Connection(asyncio.Protocol):
         stream, self.stream = self.stream, None
         waiter, self.waiter = self.waiter, None
         if stream is not None:
-            stream._end()
+            stream.end()
             self.resume()
         elif waiter is not None and not waiter.done():
             waiter.set_result(Response(self.status, body, self.retry_after))
-        self.client._release(self, self.keep_alive)
+        self.client.release(self, self.keep_alive)
 
     def _fail(self, error: BaseException) -> None:
         """No (whole) reply: the waiting caller gets `error`, the connection is closed."""
-        self.client._busy.discard(self)
+        self.client.done(self)
         self.state = _IDLE
         self.parts = []
         self.decoder = None
         stream, self.stream = self.stream, None
         waiter, self.waiter = self.waiter, None
         if stream is not None:
-            stream._fail(error)
+            stream.fail(error)
         elif waiter is not None and not waiter.done():
             waiter.set_exception(error)
         self.abort()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from placer.controller.transport.reply import BodyTooLargeError
 
 if TYPE_CHECKING:
-    from placer.controller.transport.reply import _Connection
+    from placer.controller.transport.reply import Connection
 
 HIGH_WATER = 4 * 2**20  # bytes of whole watch lines waiting for their consumer before reading pauses
 # A watch line: above the largest object the API server can hold (etcd's request limit is at most
@@ -25,19 +25,19 @@ LINE_LIMIT = 128 * 2**20
 class Stream:
     """A reply read as it comes (a watch): `status` once the head is in, then its body's lines."""
 
-    __slots__ = ("_buffered", "_conn", "_ended", "_error", "_head", "_line_limit", "_lines", "_loop", "_partial",
-                 "_raw", "_waiter", "status")
+    __slots__ = ("_buffered", "_conn", "_ended", "_error", "_line_limit", "_lines", "_loop", "_partial",
+                 "_waiter", "head", "raw", "status")
 
-    def __init__(self, conn: _Connection, loop: asyncio.AbstractEventLoop, line_limit: int = LINE_LIMIT) -> None:
-        self._conn: _Connection | None = conn
+    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop, line_limit: int = LINE_LIMIT) -> None:
+        self._conn: Connection | None = conn
         self._loop = loop
         self._line_limit = line_limit
-        self._head: asyncio.Future[None] = loop.create_future()
+        self.head: asyncio.Future[None] = loop.create_future()
         self._waiter: asyncio.Future[None] | None = None
         self._lines: list[bytes] = []
         self._partial = b""
         self._buffered = 0  # bytes of the whole lines in `_lines`
-        self._raw = False  # a refusal: its body is kept whole, not split into lines
+        self.raw = False  # a refusal: its body is kept whole, not split into lines
         self._ended = False
         self._error: BaseException | None = None
         self.status = 0
@@ -80,8 +80,8 @@ class Stream:
 
     # -- fed by the connection
 
-    def _feed(self, piece: bytes) -> None:
-        if self._raw or b"\n" not in piece:
+    def feed(self, piece: bytes) -> None:
+        if self.raw or b"\n" not in piece:
             self._partial += piece
         else:
             lines = piece.split(b"\n")
@@ -93,7 +93,7 @@ class Stream:
             self._partial = lines.pop()
             self._lines += lines
             self._wake()
-        if len(self._partial) > self._line_limit and not self._raw:
+        if len(self._partial) > self._line_limit and not self.raw:
             raise BodyTooLargeError(f"a watch line longer than {self._line_limit} bytes")
         conn = self._conn
         # Only whole lines waiting for the consumer pause reading: a line still coming never does
@@ -101,25 +101,25 @@ class Stream:
         if self._buffered > HIGH_WATER and conn is not None and not conn.paused:
             conn.pause()
 
-    def _started(self, status: int) -> None:
+    def started(self, status: int) -> None:
         self.status = status
-        self._raw = status != 200
-        if not self._head.done():
-            self._head.set_result(None)
+        self.raw = status != 200
+        if not self.head.done():
+            self.head.set_result(None)
 
-    def _end(self) -> None:
+    def end(self) -> None:
         self._ended = True
-        if self._partial and not self._raw:
+        if self._partial and not self.raw:
             self._lines.append(self._partial)
             self._partial = b""
         self._conn = None
         self._wake()
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
         self._error = error
         self._conn = None
-        if not self._head.done():
-            self._head.set_exception(error)
+        if not self.head.done():
+            self.head.set_exception(error)
         self._wake()
 
     def _wake(self) -> None:

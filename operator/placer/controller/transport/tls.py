@@ -8,7 +8,7 @@ parser; OpenSSL does the same work either way.
 A certificate that does not verify, or names another host, is a `TlsVerificationError` naming the
 host and OpenSSL's reason (no retry can help); any other handshake failure is a `NotSentError`
 (the request was not written). Only a close_notify ends a read-until-close body well: a TCP close
-without one may be an attacker cutting the body short (`_Connection.clean_eof`).
+without one may be an attacker cutting the body short (`placer.controller.transport.reply.Connection.clean_eof`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from typing import TYPE_CHECKING
 
-from placer.controller.transport.reply import HttpError, NotSentError, TlsVerificationError, _Connection
-
-if TYPE_CHECKING:
-    from placer.controller.transport.http import HttpClient
+from placer.controller.transport.reply import Connection, HttpError, NotSentError, Pool, TlsVerificationError
 
 __all__ = ["ascii_hostname", "handshake_error", "tls_context"]
 
@@ -71,13 +67,13 @@ def handshake_error(error: BaseException, what: str) -> NotSentError:
     return failure
 
 
-class _TlsConnection(_Connection):
+class TlsConnection(Connection):
     """A connection with TLS done here, on the bytes of a plain transport: one `SSLObject` between
     the socket and the parser, no buffering protocol, app transport and flow-control layers."""
 
     __slots__ = ("handshake", "shaken", "tls", "tls_in", "tls_out")
 
-    def __init__(self, client: HttpClient, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, client: Pool, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(client, loop)
         self.tls_in = ssl.MemoryBIO()
         self.tls_out = ssl.MemoryBIO()
