@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from placer.controller.profiles.registry import uses_node_utilization
-from placer.controller.transport.client import ApiError, KubeClient
-from placer.controller.transport.kubeconfig import ConfigError
+from placer.controller.transport import ApiError, ConfigError, KubeClient
 from placer.engine.cluster import ClusterState
 from placer.engine.explain import Explanation, explain
 from placer.engine.gang import Outcome, decide_group

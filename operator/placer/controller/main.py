@@ -24,9 +24,7 @@ from placer.controller.lifecycle.kopf_handlers import register
 from placer.controller.lifecycle.kopf_settings import configure_settings
 from placer.controller.options import Options
 from placer.controller.state import SchedulerState
-from placer.controller.transport.client import ApiError, KubeClient
-from placer.controller.transport.kubeconfig import ConfigError
-from placer.controller.transport.proxy_env import ProxyError
+from placer.controller.transport import ApiError, ConfigError, KubeClient, ProxyError
 from placer.plugins import log_plugins
 
 __all__ = ["LogfmtFormatter", "configure_logging", "operate", "run"]

@@ -78,7 +78,7 @@ class Options:
     # NodeMetrics for NodeUtilization, polled only while an active profile uses it
     metrics_poll_interval: float = 15.0
 
-    # API calls made by placer itself (Kopf's watches have their own settings below)
+    # API calls (the informers' LISTs and watches have their own settings below)
     api_retries: int = 5
     api_timeout: float = 30.0
     api_max_backoff: float = 5.0

@@ -52,8 +52,7 @@ from placer.controller.scheduling.loop import SchedulingLoop
 from placer.controller.scheduling.preemption import Preemptions
 from placer.controller.scheduling.terms import Terms
 from placer.controller.signals import WatchedEvents
-from placer.controller.transport.client import KubeClient
-from placer.controller.transport.kubeconfig import Configuration
+from placer.controller.transport import Configuration, KubeClient
 from placer.engine.catalog import Kind
 from placer.engine.cluster import ClusterState
 from placer.engine.kinds import KINDS as CATALOG_KINDS

@@ -28,7 +28,7 @@ from placer.controller.binding.effects import Effects
 from placer.controller.binding.reporting import Reporter
 from placer.controller.metrics import Metrics
 from placer.controller.signals import WatchedEvents
-from placer.controller.transport.client import BindOutcome, BindResult
+from placer.controller.transport import BindOutcome, BindResult
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
     BindingPoints,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from placer.controller.metrics import Metrics
-from placer.controller.transport.client import ApiError, Reply
+from placer.controller.transport import ApiError, Reply
 from placer.engine.framework import ObjectRef, Write
 
 __all__ = ["UNDO_ATTEMPTS", "Effects", "Written", "resource_version"]

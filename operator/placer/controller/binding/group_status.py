@@ -16,8 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from placer.controller.transport.client import Reply
-from placer.controller.transport.retry import ApiError
+from placer.controller.transport import ApiError, Reply
 from placer.engine.catalog import Catalog
 from placer.engine.framework import MERGE_PATCH, ObjectRef, Write
 from placer.engine.gang import GroupDecision, condition_update

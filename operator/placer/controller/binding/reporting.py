@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from placer.controller.lifecycle.leader import micro_time
 from placer.controller.metrics import Metrics
-from placer.controller.transport.client import ApiError, Reply
+from placer.controller.transport import ApiError, Reply
 from placer.engine.objects import PodInfo
 
 __all__ = ["REPORTING_CONTROLLER", "Condition", "ReportSink", "Reporter", "pod_scheduled_condition", "scheduled_event"]

@@ -15,10 +15,10 @@ Pods, as kube-scheduler's cache sees them:
 - updated while pending: what changed (`pod_update_events`: a toleration added, its labels or
   requests changed) is asked of the plugins that rejected it (the queue's hints), which may move
   it at once; every event here carries the object before and after, for the same hints;
-- of a group (`placer.controller.informers.groups`): not queued while the group waits (its PodGroup missing,
-  or fewer than `minCount` of its pods exist);
-- stale events (an older resourceVersion, or an unbound copy of a pod known to be bound, as the
-  resync LIST and the pod watch may race) are ignored;
+- of a group (`placer.controller.informers.groups`): not queued while the group waits (its PodGroup
+  missing, or fewer than `minCount` of its pods exist);
+- stale copies (an older resourceVersion, or an unbound copy of a pod known to be bound: an event
+  from before our bind that comes after we assumed it) are ignored;
 - nominated (`status.nominatedNodeName`): followed by `placer.controller.informers.nominations`;
 - waiting on Permit: its Permit plugins hear of its new versions (and of every other pod's); one
   deleted is rejected (`Scheduler.pod_updated`, `Scheduler.pod_deleted`);
@@ -27,9 +27,6 @@ Pods, as kube-scheduler's cache sees them:
   there, never queued here, never written to;
 - priority: a pod without `spec.priority` (only hand-made ones) gets its PriorityClass's value as
   admission would (`resolve_priority`), when it is parsed.
-
-Pods and nodes come from Placer's own watches (`placer.controller.informers.informer`), resumed from the
-resync's LIST (`placer.controller.resync`); profiles and every other kind from Kopf's.
 """
 
 from __future__ import annotations

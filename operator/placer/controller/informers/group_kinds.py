@@ -26,8 +26,7 @@ from typing import Any, Protocol
 
 from placer.controller.informers.catalog import CatalogFeed
 from placer.controller.informers.informer import STREAM_FAILURES, Informer, ListWatch, WatchTimings
-from placer.controller.transport.client import Reply
-from placer.controller.transport.retry import ApiError
+from placer.controller.transport import ApiError, Reply
 from placer.engine.catalog import Catalog, Kind
 from placer.engine.groups import POD_GROUP_V1ALPHA2, POD_GROUP_V1BETA1, SCHEDULER_PLUGINS_POD_GROUP, GroupRef
 

@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from placer.controller.signals import Signal
-from placer.controller.transport.listing import Page
-from placer.controller.transport.retry import ApiError
+from placer.controller.transport import ApiError, Page
 
 __all__ = ["EXPIRED", "Informer", "ListWatch", "WatchTimings", "object_key"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from placer.controller.signals import Wake
-from placer.controller.transport.retry import ApiError
+from placer.controller.transport import ApiError
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import ClusterEvent
 from placer.engine.objects import ObjectError

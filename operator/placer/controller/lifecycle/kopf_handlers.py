@@ -23,7 +23,7 @@ import kopf
 
 from placer.controller.lifecycle.kopf_settings import configure_settings
 from placer.controller.options import Options
-from placer.controller.transport.kubeconfig import Configuration
+from placer.controller.transport import Configuration
 
 __all__ = ["Operated", "connection_info", "register"]
 

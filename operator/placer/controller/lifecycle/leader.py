@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from placer.controller.transport.client import ApiError
+from placer.controller.transport import ApiError
 
 __all__ = ["LeaderElector", "LeaseStore", "micro_time"]
 

@@ -12,8 +12,7 @@ from typing import Any, Protocol
 from placer.controller.metrics import Metrics
 from placer.controller.profiles.registry import ProfileRegistry
 from placer.controller.profiles.shadow import Shadows
-from placer.controller.transport.client import Reply
-from placer.controller.transport.retry import ApiError
+from placer.controller.transport import ApiError, Reply
 
 __all__ = ["StatusWriter"]
 

@@ -1,26 +1,24 @@
-"""The one place that talks to the API server (Kopf's watches aside).
+"""The one place that talks to the API server: `KubeClient`.
 
-`placer.controller.transport.kubeconfig` reads the kubeconfig or in-cluster credentials (token rotation,
-exec plugins and all). Every call Placer makes itself (binds, events, pods/status, leases, profile
-status, plugins' writes, the LISTs, and the pods/nodes/PodGroup watches) goes through
-`KubeClient.request` or `KubeClient.watch` over `placer.controller.transport.http`: a lean HTTP/1.1 client
-with a keep-alive pool, set up from that same configuration: its TLS (CA, client certificate,
+`placer.controller.transport.kubeconfig` reads the kubeconfig or in-cluster credentials (token
+rotation, exec plugins and all). Every call Placer makes (binds, events, pods/status, leases,
+profile status, plugins' writes, the informers' LISTs and watches) goes through `KubeClient.request`
+or `KubeClient.watch` over `placer.controller.transport.http`: a lean HTTP/1.1 client with a
+keep-alive pool, set up from that same configuration: its TLS (CA, client certificate,
 insecure-skip-tls-verify, `tls-server-name`), its proxy (`proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`
 from the environment; a CONNECT tunnel for https) and its Authorization header (read again when the
 configuration refreshes tokens, and after a 401). Not the generated client: a bind returns a
-`Status` it cannot parse, and its per-call machinery is not needed. Not aiohttp: measured on a real
-API server, its request path was a quarter of Placer's CPU for two small calls per pod; here a
-call is one pre-built bytes write and a small reply parser. Kopf's own watches (the CRDs, Kopf's
-handlers) keep Kopf's aiohttp sessions.
+`Status` it cannot parse, and its per-call machinery is not needed; not aiohttp: measured, see
+`placer.controller.transport.http`.
 
 Bodies are raw JSON in and out, no model (de)serialization, encoded and decoded by orjson (the
 stdlib's `json` only for what orjson refuses: non-string keys, integers beyond 64 bits to encode,
-NaN or lone surrogates to decode).
-Failures are retried with exponential backoff and full jitter as `placer.controller.transport.retry` says:
-reads after connection errors and timeouts, a write only when it never left or its caller says
-it is safe to send again (`Replay`); 429 and 503 for every call, 500/502/504 for replay-safe ones;
-`Retry-After` in whole seconds, capped; certificate failures never. LISTs are paged by
-`placer.controller.transport.listing`. Nothing here logs headers or bodies: tokens never reach a log.
+NaN or lone surrogates to decode). Failures are retried with exponential backoff and full jitter as
+`placer.controller.transport.retry` says: reads after connection errors and timeouts, a write only
+when it never left or its caller says it is safe to send again (`Replay`); 429 and 503 for every
+call, 500/502/504 for replay-safe ones; `Retry-After` in whole seconds, capped; certificate
+failures never. LISTs are paged by `placer.controller.transport.listing`. Nothing here logs headers
+or bodies: tokens never reach a log.
 """
 
 from __future__ import annotations
