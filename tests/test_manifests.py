@@ -64,8 +64,6 @@ CLUSTER_RULES = {
     ("ClusterRole", "placer.dev", "schedulerprofiles/status", "patch", ""),
     ("ClusterRole", "metrics.k8s.io", "nodes", "get", ""),
     ("ClusterRole", "metrics.k8s.io", "nodes", "list", ""),
-    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "list", ""),
-    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "watch", ""),
     # every kind the engine's catalog reads (namespaces, services, workloads, storage, ...)
     *(("ClusterRole", kind.group, kind.plural, verb, "")
       for kind in CATALOG_KINDS for verb in ("get", "list", "watch")),

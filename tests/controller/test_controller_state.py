@@ -109,6 +109,8 @@ def test_health_reports_starting_until_synced() -> None:
     state.terms.synced_once = True
     healthy, reason = state.health()
     assert not healthy and "API server" in reason
+    state.informers["schedulerprofiles"].serving = False  # the CRD is not installed
+    assert state.health() == (False, "not watching schedulerprofiles")
 
 
 def test_metrics_exposition() -> None:

@@ -127,7 +127,7 @@ async def test_list_and_watch_errors_are_retried(kube_emulator: KubeEmulator, la
     emu = kube_emulator
     setup(emu)
     early = add_pods(emu, "early", 3)
-    emu.inject("GET", PODS_WATCH, status=500, count=3)  # the first lists (Kopf's and the resync's)
+    emu.inject("GET", PODS_WATCH, status=500, count=3)  # the pods' watch, three times
     operator = await launch()
     await until(lambda: all_bound(emu, early), timeout=10)
     # the watch stream breaks and its reconnects fail for a while
@@ -141,9 +141,9 @@ async def test_list_and_watch_errors_are_retried(kube_emulator: KubeEmulator, la
     assert_sound(emu, early + late)
 
 
-async def test_a_watch_failing_longer_than_kopfs_retries_recovers(kube_emulator: KubeEmulator, launch: Launch) -> None:
-    """Kopf gives a failing list/watch request 8 retries and then ends that resource's watcher for
-    good; Placer makes its retries endless (capped backoff), so the watch resumes whenever it can."""
+async def test_a_watch_failing_for_long_recovers(kube_emulator: KubeEmulator, launch: Launch) -> None:
+    """An informer's retries are endless (capped backoff; Kopf's own default gives up after 8), so the
+    watch resumes whenever it can."""
     emu = kube_emulator
     setup(emu)
     first = add_pods(emu, "first", 2)

@@ -264,8 +264,10 @@ class SchedulerState:
         return self.terms.synced_once
 
     def health(self) -> tuple[bool, str]:
+        profiles = self.informers["schedulerprofiles"]
+        unserved = ["schedulerprofiles"] if profiles.serving is False else []
         return health(self.tasks, started=self.started, synced=self.synced, client=self.kube,
-                      window=self.options.health_window)
+                      window=self.options.health_window, unserved=unserved)
 
     # ----------------------------------------------------------------- start and stop
 
@@ -305,10 +307,6 @@ class SchedulerState:
     def configuration(self) -> Configuration:
         """The client's configuration: Kopf's credentials come from it (its login hook)."""
         return self.kube.configuration
-
-    @property
-    def health_port(self) -> int | None:
-        return self._health.port if self._health is not None else None
 
     async def stop(self) -> None:
         """Stop deciding, let binds and reports finish (bounded), release the Lease, stop every task.

@@ -142,9 +142,6 @@ class ClusterCache:
         name = self._pending_name.get(key)
         return None if name is None else self.pending[name].get(key)
 
-    def pending_keys(self) -> list[str]:
-        return list(self._pending_name)
-
     def observe_pod(self, raw: Mapping[str, Any]) -> None:
         """An ADDED/MODIFIED/listed pod: parse it once (unless it is a version we have, or the one
         we assumed, now bound there) and file it."""

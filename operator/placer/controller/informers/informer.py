@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -123,7 +122,7 @@ class Informer:
         self.name = name or path
         self.synced = asyncio.Event()  # a LIST was filed (or the collection is not served)
         self.lists = 0  # LISTs filed
-        self.listed_at = -1.0  # when the last filed LIST was asked for (monotonic)
+        self.serving: bool | None = None  # whether the server serves the collection (None: not asked yet)
         self.streams = 0  # watch streams opened, for tests and curiosity
         self._known: dict[str, None] = {}  # keys of what `upsert` was given and `delete` was not
         self._version = ""  # where the watch resumes
@@ -173,7 +172,6 @@ class Informer:
     async def _list(self, consistent: bool) -> None:
         self._relist.clear()
         self._listing = True
-        asked = time.monotonic()
         query = self.query if consistent else [*self.query, ("resourceVersion", "0")]
         listed: set[str] = set()
         version = ""
@@ -202,10 +200,10 @@ class Informer:
             logger.info("%s: %s is gone (no deletion event reached us)", self.name, key)
             self.delete(_stub(key))
         self._version = version
+        self.serving = True
         if self.served is not None:
             self.served(True)
         self.lists += 1
-        self.listed_at = asked
         self.synced.set()
         self._listed.fire()
 
@@ -215,6 +213,7 @@ class Informer:
         for key in list(self._known):  # what was there is gone with its collection
             del self._known[key]
             self.delete(_stub(key))
+        self.serving = False
         if self.served is not None:
             self.served(False)
         self.lists += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -28,16 +28,21 @@ class Answering(Protocol):
 
 
 def health(
-    tasks: Mapping[str, asyncio.Task[Any]], *, started: bool, synced: bool, client: Answering | None, window: float
+    tasks: Mapping[str, asyncio.Task[Any]], *, started: bool, synced: bool, client: Answering | None, window: float,
+    unserved: Sequence[str] = (),
 ) -> tuple[bool, str]:
-    """(healthy, reason) for /healthz: every background task running, the operator started, every
-    informer synced once, and the API server heard from within `window` seconds."""
+    """(healthy, reason) for /healthz: every background task running, the operator started, the
+    collections it cannot do without served (`unserved` names those that are not: the
+    SchedulerProfile CRD missing), every informer synced once, and the API server heard from
+    within `window` seconds."""
     for name, task in tasks.items():
         if task.done():
             error = None if task.cancelled() else task.exception()
             return False, f"{name} stopped: {error!r}"
     if not started:
         return False, "starting"
+    if unserved:
+        return False, "not watching " + ", ".join(unserved)
     if not synced:
         return False, "initial sync not done"
     if client is not None:
