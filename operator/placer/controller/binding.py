@@ -177,7 +177,7 @@ class BindingCycles:
                 except PluginFailed as failed:
                     plans, failure = [], self._plugin_failure(pod, failed)
             for plugin, plan in plans:
-                failure = await self._pre_bind(pod, plugin, plan, done)
+                failure = await self._pre_bind(pod, plugin, plan, done, profile.scheduler_name)
                 if failure is not None:
                     break
             if failure is not None:
@@ -248,7 +248,7 @@ class BindingCycles:
         return Failure(Result.REJECTED, permit_message(permit), wake_on=events)
 
     async def _pre_bind(
-        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write]
+        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write], scheduler_name: str,
     ) -> Failure | None:
         """One plugin's PreBind: its writes, then its wait; on a failure every write that landed is
         undone. Counted in the plugin's metric family, if it has one."""
@@ -257,7 +257,7 @@ class BindingCycles:
             self._in_pre_bind[plugin.metric] += 1
         try:
             try:
-                failure = await self._writes(pod, plugin, plan, done)
+                failure = await self._writes(pod, plugin, plan, done, scheduler_name)
             except Exception as error:  # a plugin's check broke: the binding fails, the operator goes on
                 logger.exception("PreBind %s of %s failed", plugin.name, pod.key)
                 failure = Failure(Result.FAILED, pre_bind_error(plugin.name, str(error)), wake_on=plugin.events)
@@ -272,7 +272,7 @@ class BindingCycles:
         return failure
 
     async def _writes(
-        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write]
+        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write], scheduler_name: str,
     ) -> Failure | None:
         written: dict[ObjectRef, str] = {}
         for write in plan.writes:
@@ -287,6 +287,9 @@ class BindingCycles:
             done.append(write)
             logger.debug("%s %s written for pod %s", write.call, write.target, pod.key)
         if plan.wait is not None:
+            notice = plan.wait.notice
+            if notice is not None:  # (e.g. DynamicResources' BindingConditionsPending)
+                self.state.reporter.notice(pod, scheduler_name, notice.reason, notice.action, notice.type, notice.note)
             return await self._wait_for(pod, plugin, plan.wait, written)
         return None
 
