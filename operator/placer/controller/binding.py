@@ -4,7 +4,9 @@ plugin: the engine says which have work, and their work is data (`Write`s carrie
 `placer.controller.effects`, a `WaitFor` checked against the watch-fed cluster).
 
 A pod allowed at once with no PreBind work is bound in a task holding the loop's bind slot (the hot
-path). Otherwise its task holds no slot while it waits — on Permit, then on each PreBind's writes
+path). Otherwise — first nominated to its node when it has PreBind work or waits on Permit (kube's
+NominatedNodeNameForExpectation: `status.nominatedNodeName`, cleared again if the binding fails) —
+its task holds no slot while it waits — on Permit, then on each PreBind's writes
 and wait (re-checked at its events, when the pod is deleted or bound meanwhile, and once a second,
 until its timeout) — and takes one to bind. A failure undoes the PreBind writes that landed (latest
 first), the pod's reservations and room (`Scheduler.unpermit`, `Scheduler.forget`) and sends it
@@ -20,7 +22,7 @@ import contextlib
 import enum
 import logging
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -80,12 +82,15 @@ class BindingCycles:
 
     def __init__(
         self, state: SchedulerState, slots: asyncio.Semaphore, stopping: asyncio.Event,
-        clear_nomination: Callable[[PodInfo], None],
+        clear_nomination: Callable[[PodInfo, tuple[str, str] | None], None],
+        nominate: Callable[[PodInfo, str], Awaitable[None]] | None = None,
     ) -> None:
         self.state = state
         self.slots = slots
         self.stopping = stopping
         self.clear_nomination = clear_nomination
+        self.nominate = nominate  # writes a pod's nominatedNodeName (None: never, e.g. in unit tests)
+        self._expected: set[str] = set()  # pods this binding cycle nominated to their node
         self.effects = Effects(state)
         self.changed = state.binding_changes  # fired by the watches' events the waits ask for
         self._binds: set[asyncio.Task[None]] = set()  # binding now, each with a bind slot
@@ -169,6 +174,13 @@ class BindingCycles:
         done: list[Write] = []  # the PreBind writes that landed, for undoing
         try:
             failure = None
+            node = decision.node
+            if (plans is None or plans) and self.nominate is not None and node is not None:
+                # kube's NominatedNodeNameForExpectation: PreBindPreFlight said there is work (or the
+                # pod waits on Permit): its nominatedNodeName is written first
+                self._expected.add(pod.key)
+                if pod.nominated_node != node:
+                    await self.nominate(pod, node)
             if plans is None:
                 failure = await self._wait_on_permit(pod, decision, profile)
                 try:
@@ -185,6 +197,7 @@ class BindingCycles:
                 return
             await self.slots.acquire()  # _bind releases it
         except asyncio.CancelledError:
+            self._expected.discard(pod.key)
             self._forget(pod, decision, profile)  # never leave an assumption behind
             raise
         await self._bind(pod, decision, profile, done)
@@ -329,6 +342,8 @@ class BindingCycles:
     ) -> None:
         state = self.state
         key = pod.key
+        expected = key in self._expected
+        self._expected.discard(key)
         self._forget(pod, decision, profile)
         state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
         state.wakeup.set()
@@ -342,15 +357,16 @@ class BindingCycles:
             return
         if not failure.answered:
             state.api.unreachable(failure.message)
-        if pod.nominated_node:
-            self.clear_nomination(pod)  # as kube after a failed binding cycle: nominated nowhere
+        reason = "Unschedulable" if failure.result is Result.REJECTED else "SchedulerError"
+        nominated = bool(pod.nominated_node or expected)
+        if nominated:  # as kube after a failed binding cycle: nominated nowhere, in the condition's patch
+            self.clear_nomination(pod, (failure.message, reason))
         state.queue.backoff(key, failure.wake_on, from_now=from_now)
         if failure.result is Result.REJECTED:
             logger.info("pod %s rejected on %s: %s", key, decision.node, failure.message)
-            state.reporter.failed(pod, profile.scheduler_name, failure.message)
-            return
-        logger.warning("binding of %s to %s failed: %s", key, decision.node, failure.message)
-        state.reporter.failed(pod, profile.scheduler_name, failure.message, reason="SchedulerError")
+        else:
+            logger.warning("binding of %s to %s failed: %s", key, decision.node, failure.message)
+        state.reporter.failed(pod, profile.scheduler_name, failure.message, condition=not nominated, reason=reason)
 
     # ----------------------------------------------------------------- Bind, PostBind
 
@@ -366,6 +382,7 @@ class BindingCycles:
                 assert state.kube is not None
                 outcome = await state.kube.bind(pod.namespace, pod.name, pod.uid, node)
         except asyncio.CancelledError:
+            self._expected.discard(key)
             self._forget(pod, decision, profile)  # never leave an assumption behind
             raise
         except Exception as error:
@@ -373,6 +390,8 @@ class BindingCycles:
         finally:
             self.slots.release()
         result = outcome.result
+        expected = key in self._expected
+        self._expected.discard(key)
         self._bind_results[result].inc()
         if not outcome.answered:
             self.answering = False
@@ -398,8 +417,8 @@ class BindingCycles:
             return
         if not outcome.answered:
             state.api.unreachable(outcome.message)
-        if pod.nominated_node:
-            self.clear_nomination(pod)  # as kube after a failed bind: nominated nowhere
+        if pod.nominated_node or expected:
+            self.clear_nomination(pod, None)  # as kube after a failed bind: nominated nowhere
         state.queue.backoff(key)
         state.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
         state.wakeup.set()

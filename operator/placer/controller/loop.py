@@ -79,7 +79,8 @@ class SchedulingLoop:
         self._stopping = asyncio.Event()
         self._found_nothing = asyncio.Event()  # the queue had no pod to decide, once
         self.preemptions = Preemptions(state)
-        self.binding = BindingCycles(state, self._slots, self._stopping, self.preemptions.clear)
+        self.binding = BindingCycles(state, self._slots, self._stopping, self.preemptions.clear,
+                                     self.preemptions.expect)
         self.groups = GroupCycle(self)  # a pod of a group: its whole group decided together
         # shadow profiles' decisions: in idle time, and within a small share of the busy time
         self.shadow = ShadowWork(state.shadows, state.cluster, share=state.options.shadow_busy_share)
