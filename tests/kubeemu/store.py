@@ -496,8 +496,8 @@ class Store:
             self._check(rdef, obj, _validate_node(obj))
         elif group == "resource.k8s.io":
             self._dra_fields(rdef, obj, None)
-            if plural == "resourceclaims" and http:  # (the status is reset on create)
-                obj.pop("status", None)
+            if plural == "resourceclaims":  # (reset on create; an empty status is still shown)
+                obj["status"] = {} if http else dict(obj.get("status") or {})
         elif rdef.custom:
             if rdef.has_status and http:
                 obj.pop("status", None)
