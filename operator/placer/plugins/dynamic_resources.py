@@ -179,7 +179,9 @@ __all__ = [
     "ClaimReservation",
     "DeviceReservation",
     "DynamicResources",
+    "capacity_usage",
     "claim_object",
+    "claimed_devices",
     "deallocation_writes",
     "deletion_writes",
     "extended_writes",
@@ -1194,6 +1196,60 @@ def _release_pending(cluster: ClusterState, claim: ResourceClaimInfo) -> None:
         cluster.catalog.assume(CLAIM, claim.namespace, claim.name, released)
     else:
         cluster.catalog.restore(CLAIM, claim.namespace, claim.name)
+
+
+def claimed_devices(pod: PodInfo, cluster: ClusterState, now: float) -> list[dict[str, Any]]:
+    """`placer explain`'s `devices`: the devices the pod's claims are allocated (docs/cli.md) — each
+    with its share's `consumedCapacity`, `shareID` and the device's `capacity` used and left (every
+    allocated or in-flight share), and, for a device with binding conditions, where its binding
+    stands (`binding`: ready, the conditions still pending and those failed, what the driver reported,
+    `since` the allocation's timestamp, the `timeout` 600 s after it)."""
+    if not pod.resource_claims or CLAIM in cluster.catalog.unserved:
+        return []
+    _, claims, _ = _resolve(pod, cluster)
+    index = device_index(cluster)
+    out: list[dict[str, Any]] = []
+    for claim in claims:
+        allocation = claim.allocation
+        if allocation is None:
+            continue
+        for result in allocation.results:
+            entry: dict[str, Any] = {"claim": claim.key, "request": result.request, "driver": result.driver,
+                                     "pool": result.pool, "device": result.device}
+            if result.consumed_capacity is not None:
+                entry["consumedCapacity"] = {k: str(v) for k, v in sorted(result.consumed_capacity.items())}
+            if result.share_id:
+                entry["shareID"] = result.share_id
+                usage = capacity_usage(index, result.id)
+                if usage:
+                    entry["capacity"] = usage_json(usage)
+            if result.binding_conditions:
+                entry["bindingConditions"] = list(result.binding_conditions)
+                entry["bindingFailureConditions"] = list(result.binding_failure_conditions)
+                entry["binding"] = _binding_view(claim, result, now)
+            out.append(entry)
+    return out
+
+
+def _binding_view(claim: ResourceClaimInfo, result: DeviceResult, now: float) -> dict[str, Any]:
+    status = claim.device_status(result)
+    conditions = status.conditions if status is not None else ()
+    true = {c.type for c in conditions if c.status == "True"}
+    pending = [kind for kind in result.binding_conditions if kind not in true]
+    failed = [kind for kind in result.binding_failure_conditions if kind in true]
+    deadline = binding_deadline(claim)
+    allocation = claim.allocation
+    stamp = allocation.raw.get("allocationTimestamp") if allocation is not None else None
+    return {
+        "ready": not pending and not failed,
+        "pending": pending,
+        "failed": failed,
+        "reported": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                      "since": c.since} for c in conditions],
+        "since": stamp if isinstance(stamp, str) else None,
+        "timeout": None if deadline is None else _rfc3339(deadline),
+        "timedOut": deadline is not None and deadline < now and bool(pending),
+    }
 
 
 def settle(cluster: ClusterState, reservation: DeviceReservation) -> None:
