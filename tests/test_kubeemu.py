@@ -1569,9 +1569,12 @@ async def test_resource_claim_status_updates_as_a_v136_server_validates_them(kub
     pod_ref = {"resource": "pods", "name": "p", "uid": "u1"}
     with pytest.raises(ApiError, match=r"status\.reservedFor: Forbidden: may not be specified when `allocated` is not"):
         emu.patch(CLAIMS_PATH, "c", {"status": {"reservedFor": [pod_ref]}}, "default", subresource="status")
-    with pytest.raises(ApiError, match="uid must be in RFC 4122 normalized form"):
+    with pytest.raises(ApiError, match="shareID: Invalid value: \"X\": error validating uid: invalid UUID length: 1"):
         emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": {"devices": {"results": [_result(shareID="X")]}}}},
                   "default", subresource="status")
+    with pytest.raises(ApiError, match="uid must be in RFC 4122 normalized form"):
+        emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": {"devices": {"results": [
+            _result(shareID=SHARE.upper())]}}}}, "default", subresource="status")
     allocation = {"devices": {"results": [_result(shareID=SHARE, consumedCapacity={"memory": "12Gi"},
                                                    bindingConditions=["Ready"])]},
                   "allocationTimestamp": "2027-01-15T08:00:00Z"}
@@ -1580,8 +1583,8 @@ async def test_resource_claim_status_updates_as_a_v136_server_validates_them(kub
     with pytest.raises(ApiError, match=r"status\.allocation: Invalid value: .*: field is immutable"):
         emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": {**allocation, "allocationTimestamp": None}}},
                   "default", subresource="status")
-    with pytest.raises(ApiError, match=r'status\.devices\[0\]: Invalid value: "gpu\.example\.com/n1/gpu-0": must be '
-                                       r"an allocated device in the claim"):
+    with pytest.raises(ApiError, match=r'status\.devices\[0\]: Invalid value: \{"Driver":"gpu\.example\.com",'
+                                       r'"Pool":"n1","Device":"gpu-0","ShareID":""\}: must be an allocated device'):
         emu.patch(CLAIMS_PATH, "c", {"status": {"devices": [
             {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}, "default", subresource="status")
     device_status = {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0", "shareID": SHARE,

@@ -22,6 +22,8 @@ from .resources import Obj
 CONSUMABLE_CAPACITY = "DRAConsumableCapacity"
 BINDING_CONDITIONS = "DRADeviceBindingConditions"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_HEX = "[0-9a-fA-F]"
+_ANY_UUID = re.compile(rf"(urn:uuid:|\{{)?{_HEX}{{8}}-?{_HEX}{{4}}-?{_HEX}{{4}}-?{_HEX}{{4}}-?{_HEX}{{12}}\}}?")
 
 
 def _results(claim: Obj | None) -> list[Obj]:
@@ -150,14 +152,26 @@ def validate_claim_status_update(new: Obj, old: Obj) -> list[str]:
         errors.append(f"status.allocation: Invalid value: {_show(allocation)}: field is immutable")
     for i, result in enumerate(_results(new)):
         share = result.get("shareID")
-        if share is not None and not (isinstance(share, str) and _UUID.match(share)):
-            errors.append(f'status.allocation.devices.results[{i}].shareID: Invalid value: "{share}": uid must be in '
-                          "RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase "
-                          "hexadecimal characters")
+        problem = None if share is None else _uid_problem(str(share))
+        if problem is not None:
+            errors.append(f'status.allocation.devices.results[{i}].shareID: Invalid value: "{share}": {problem}')
     allocated = {_device_key(r) for r in _results(new)}
     for i, device in enumerate(status.get("devices") or []):
         key = _device_key(device)
         if key not in allocated:
-            shown = "/".join(str(part) for part in key if part is not None)
-            errors.append(f'status.devices[{i}]: Invalid value: "{shown}": must be an allocated device in the claim')
+            shown = json.dumps({"Driver": key[0], "Pool": key[1], "Device": key[2], "ShareID": key[3] or ""},
+                               separators=(",", ":"))
+            errors.append(f"status.devices[{i}]: Invalid value: {shown}: must be an allocated device in the claim")
     return errors
+
+
+def _uid_problem(uid: str) -> str | None:
+    """``validateUID``'s complaint (google/uuid's Validate, then the normalized form), None if fine."""
+    if len(uid) not in (32, 36, 38, 45):
+        return f"error validating uid: invalid UUID length: {len(uid)}"
+    if not _ANY_UUID.fullmatch(uid):
+        return "error validating uid: invalid UUID format"
+    if not _UUID.match(uid):
+        return ("uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase "
+                "hexadecimal characters")
+    return None
