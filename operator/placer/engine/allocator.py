@@ -1041,7 +1041,7 @@ def single_request_result(
     devices: Sequence[tuple[DeviceID, Device, SliceInfo]], node_name: str,
 ) -> AllocationResult:
     """The result the search gives a claim of one `exactly` request when it picks `devices` (the
-    first free matching ones, in order, none of them shared nor with binding conditions): what a
+    first free matching ones with room for it, in order, none with binding conditions): what a
     caller that found them by counting builds directly."""
     config: list[dict[str, Any]] = [
         {"source": "FromClass", "requests": [request.name], **{k: v for k, v in entry.items() if k != "requests"}}
@@ -1054,8 +1054,16 @@ def single_request_result(
             config.append({"source": "FromClaim", **body})
         elif request.name in requests:
             config.append({"source": "FromClaim", "requests": requests, **body})
+    results = []
+    for device_id, device, _ in devices:
+        share, consumed = None, None
+        if device.allow_multiple_allocations:  # a share: what it consumes of each capacity
+            share = ""
+            consumed = {name: consumed_capacity(request.capacity.get(name), capacity)
+                        for name, capacity in device.capacities.items()} or None
+        results.append(AllocatedDevice(request.name, *device_id, None, request.tolerations, share, consumed))
     return AllocationResult(
-        tuple(AllocatedDevice(request.name, d[0], d[1], d[2], None, request.tolerations) for d, _, _ in devices),
+        tuple(results),
         tuple(config),
         node_selector_of(claim, [(device, slice_) for _, device, slice_ in devices], node_name),
     )

@@ -6,8 +6,10 @@ device is filtered over a thousand nodes with a few numpy operations, not a thou
   no duplicate device names, no shared counters (almost every pool). Each device is reachable
   from one node (a node-local slice or device) or from the nodes a selector / `allNodes` admits.
   Nodes that a pool outside the table reaches are *complex*: the plugin runs the full allocator
-  (`placer.engine.allocator`) there instead — so do pools with shared devices
-  (`allowMultipleAllocations`), capacity request policies, or devices with binding conditions.
+  (`placer.engine.allocator`) there instead — so do pools with devices with binding conditions
+  (the allocator takes their pools last). Shared devices (`allowMultipleAllocations`) and request
+  policies are in the table: `room(request)` says, per pod, which devices have capacity left for
+  the request (what allocated and in-flight shares consume summed per device, below).
 - `in_use`: devices allocated to a claim (its `status.allocation`, admin access aside) or assumed
   by this scheduler (an in-flight allocation), kept in step with the catalog's ResourceClaims
   (`Catalog.observe`) rather than rebuilt per pod. `state` is the allocator's view of the same
@@ -32,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from placer.engine.allocator import AllocatedState, DeviceID, Pool, default_matcher, gather_pools
+from placer.engine.allocator import AllocatedState, DeviceID, Pool, default_matcher, gather_pools, request_fits
 from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
-from placer.engine.devices import Device, DeviceToleration, ResourceClaimInfo, SliceInfo
+from placer.engine.devices import Device, DeviceToleration, ResourceClaimInfo, SliceInfo, SubRequest
 from placer.engine.dra_cel import CelError
 from placer.engine.node_selectors import term_mask
 from placer.engine.objects import NodeSelectorTerm
@@ -104,6 +106,8 @@ class DeviceIndex:
         self._complex: list[_Reach] = []  # where the slices outside the table reach
         self._states: dict[tuple[str | None, ...], np.ndarray] = {}
         self._tolerated: dict[tuple[DeviceToleration, ...], np.ndarray] = {}
+        self._sensitive = np.zeros(0, dtype=np.int64)  # devices a request's share may not fit: shared, or a policy
+        self._having: dict[frozenset[str], np.ndarray] = {}  # capacity names -> the devices that have them all
         self._matches: dict[tuple[str, int], Any] = {}  # (expression, id(device)) -> bool or CelError
         self._bases: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._pools: dict[str, list[Pool]] = {}
@@ -209,6 +213,11 @@ class DeviceIndex:
         size = len(self.devices)
         self.in_use = np.fromiter((self.allocated[i] > 0 for i in self.ids), dtype=bool, count=size)
         self.tainted = np.fromiter((bool(d.taints) for d in self.devices), dtype=bool, count=size)
+        self._sensitive = np.fromiter(
+            (gid for gid, d in enumerate(self.devices)
+             if d.allow_multiple_allocations or any(c.policy is not None for c in d.capacities.values())),
+            dtype=np.int64)
+        self._having.clear()
         self._states.clear()
         self._tolerated.clear()
         self._matches.clear()
@@ -258,6 +267,27 @@ class DeviceIndex:
             states = self.states(selectors)
             base = self._bases[key] = ((states == YES) & self.tolerated(tolerations), states == ERROR)
         return base
+
+    def room(self, request: SubRequest) -> np.ndarray | None:
+        """Per device of the table, whether a share (or the whole device) for `request` fits its
+        capacity now (`allocator.request_fits` over what allocated and in-flight shares consume);
+        None when every device does (a request asking no capacity, no shared device or policy)."""
+        if request.capacity:
+            names = frozenset(request.capacity)
+            having = self._having.get(names)
+            if having is None:
+                having = self._having[names] = np.fromiter(
+                    (gid for gid, d in enumerate(self.devices) if names <= d.capacities.keys()), dtype=np.int64)
+            check = having
+            room = np.zeros(len(self.devices), dtype=bool)
+        elif self._sensitive.size:
+            check = self._sensitive
+            room = np.ones(len(self.devices), dtype=bool)
+        else:
+            return None
+        for gid in check.tolist():
+            room[gid] = request_fits(request.capacity, self.devices[gid], self.capacity.get(self.ids[gid]))
+        return room
 
     def _place(self, cluster: ClusterState) -> None:
         index = cluster.index
@@ -363,10 +393,9 @@ class DeviceIndex:
 
 
 def _plain(device: Device) -> bool:
-    """A device the table may hold: held whole, nothing to prepare, no capacity policy (a request
-    without capacity consumes all of it, which a policy may refuse)."""
-    return (not device.allow_multiple_allocations and not device.binding_conditions
-            and all(c.policy is None for c in device.capacities.values()))
+    """A device the table may hold: nothing to prepare (pools with binding conditions come last in
+    the allocator's order, which the table does not keep)."""
+    return not device.binding_conditions
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, DeviceIndex] = weakref.WeakKeyDictionary()

@@ -881,6 +881,9 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         if simple is not None:
             request, klass = simple
             usable, failing = index.usable((*klass.selectors, *request.selectors), request.tolerations)
+            room = index.room(request)  # shared devices with capacity left (or devices the request's capacity fits)
+            if room is not None:
+                usable = usable & room
             fits = index.per_node(cluster, usable & ~index.in_use) >= request.count
             failing = failing & ~index.in_use
             general &= index.complex_nodes | (index.per_node(cluster, failing) > 0 if failing.any() else False)
@@ -895,12 +898,13 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         cluster: ClusterState, claims: list[ResourceClaimInfo]
     ) -> tuple[SubRequest, DeviceClassInfo] | None:
         """The one request of a pod whose claims ask for a plain count of one class's devices (nearly
-        every pod): its nodes are found by counting free matching devices."""
+        every pod; a share of a device's capacity included): its nodes are found by counting free
+        matching devices (with room for it)."""
         if len(claims) != 1 or len(claims[0].requests) != 1 or claims[0].constraints:
             return None
         request = claims[0].requests[0].exactly
         if (
-            request is None or request.mode != EXACT_COUNT or request.admin_access is not None or request.capacity
+            request is None or request.mode != EXACT_COUNT or request.admin_access is not None
             or not 0 < request.count <= ALLOCATION_RESULTS_MAX_SIZE or None in request.selectors
         ):
             return None

@@ -6,6 +6,7 @@ cycle, the shares a Reserve holds, and what simulate shows of a shared device.""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from placer.engine.allocator import Allocator
 from placer.engine.cluster import ClusterState
 from placer.engine.device_index import CLAIM, device_index
 from placer.engine.devices import DELETE_PROTECTION, ResourceClaimInfo, parse_resource_claim
@@ -46,7 +48,7 @@ from placer.plugins.dynamic_resources_test import (
     pod_with_template,
     reasons,
 )
-from placer.testing import pod_info
+from placer.testing import filter_result, pod_info
 from placer.testing_devices import (
     capacity_policy,
     claim_pod,
@@ -479,3 +481,39 @@ def test_prebind_writes_the_share() -> None:
     (result,) = {op["path"]: op["value"] for op in status.body()[2:]}["/status/allocation"]["devices"]["results"]
     assert result["consumedCapacity"] == {"memory": "30Gi"} and UUID.match(result["shareID"])
     assert isinstance(claim, ClaimReservation)
+
+
+def test_counting_shares_agrees_with_the_allocator() -> None:
+    """The filter counts devices with room for a plain request (shared ones with capacity left over
+    allocated shares, policies rounding what a share takes, dedicated ones whose capacity the
+    request fits); the full allocator on every node must agree, share by share."""
+    taken = resource_claim("taken", requests=[request("r", "any-gpu", capacity={"memory": "60Gi"})], allocated={
+        "devices": {"results": [{"request": "r", "driver": DRIVER, "pool": "w1", "device": "s0",
+                                 "shareID": "1b4e28ba-2fa1-11d2-883f-b9a761bde3fb",
+                                 "consumedCapacity": {"memory": "60Gi"}}]}, "nodeSelector": PINNED})
+    state = cluster(
+        device_class("shared-gpu", f'device.driver == "{DRIVER}"'),
+        memory_claim(CLAIM_NAME, "24Gi"),
+        taken,
+        resource_slice("w1", DRIVER, node=WORKER, pool="w1", devices=[
+            device("s0", capacity={"memory": "80Gi"}, multiple=True),  # 20Gi left: no
+            device("s1", capacity={"memory": capacity_policy("80Gi", minimum="4Gi", step="16Gi")}, multiple=True)]),
+        resource_slice("w2", DRIVER, node="worker-2", pool="w2", devices=[
+            device("d0", capacity={"memory": "16Gi"}),  # dedicated, too small
+            device("d1", {"model": "x"})]),  # no memory at all
+        resource_slice("w3", DRIVER, node="worker-3", pool="w3", devices=[device("d2", capacity={"memory": "32Gi"})]),
+        nodes=(WORKER, "worker-2", "worker-3"),
+    )
+    p = plugin()
+    info = pod_info(memory_pod("p", CLAIM_NAME))
+    assert filter_result(p, info, state) == {WORKER: True, "worker-2": False, "worker-3": True}
+    plan = p._plan(info, state)
+    assert plan.simple is not None  # counted, not searched
+    index = device_index(state)
+    allocator = Allocator(functools.partial(state.catalog.get, "DeviceClass"), index.state)
+    for name, slot in state.index.items():
+        counted = p._results_on(plan, state, slot)
+        searched = allocator.allocate(name, state.node(name).labels, index.pools_for(state, name), plan.claims)
+        assert counted == searched, name
+    (share,) = p.reserve(info, state, WORKER).as_json()
+    assert (share["device"], share["consumedCapacity"]) == ("s1", {"memory": "36Gi"})  # 4Gi + 2 steps of 16Gi
