@@ -183,7 +183,11 @@ async def test_a_rejected_write_leaves_nothing_assumed(running: Running) -> None
     await until(lambda: "default/p" not in state.cluster.pods)
     assert_nothing_held(state)
     assert state.cluster.catalog.get(PV, "pv1").claim is None  # the catalog shows the server's copy again
-    [(_, patch)] = kube.conditions
+    # nominated to its node before PreBind (kube's NominatedNodeNameForExpectation), then, the binding
+    # failed, nominated nowhere in the patch that writes its condition (kube's updatePod)
+    [(_, nominated), (_, patch)] = kube.conditions
+    assert nominated == {"status": {"nominatedNodeName": "n1"}, "metadata": {"uid": "uid-p"}}
+    assert patch["status"]["nominatedNodeName"] is None
     condition = patch["status"]["conditions"][0]
     assert (condition["reason"], condition["message"]) == ("SchedulerError", notes(kube)[0])
     kube.write_status = None  # the next attempt goes through

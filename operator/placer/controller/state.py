@@ -147,7 +147,7 @@ class SchedulerState:
             scheduler, cluster, queue, binder=kube, effects=effects, reporter=self.reporter, metrics=metrics,
             changes=self.binding_changes, wakeup=self.wakeup, is_leader=self.is_leader,
             unreachable=self.api.unreachable, pre_bind_timeout=options.pre_bind_timeout, slots=slots,
-            stopping=stopping, clear_nomination=self.preemptions.clear,
+            stopping=stopping, clear_nomination=self.preemptions.clear, nominate=self.preemptions.expect,
         )
         self.group_status = GroupStatusWriter(kube, cluster.catalog, self.is_leader)
         self.loop = SchedulingLoop(

@@ -52,6 +52,7 @@ __all__ = [
     "CycleMemo",
     "FilterPlugin",
     "NoArgs",
+    "Notice",
     "ObjectRef",
     "Permit",
     "PermitCode",
@@ -532,6 +533,18 @@ class PreBindError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """An event about the pod that a plugin's PreBind posts (kube's `EventRecorder().Eventf` from a
+    plugin, e.g. DynamicResources' `BindingConditionsPending`): the operator sends it with its other
+    events, regarding the pod, from the pod's scheduler."""
+
+    reason: str
+    action: str
+    note: str
+    type: str = "Normal"
+
+
+@dataclass(frozen=True, slots=True)
 class WaitFor:
     """Wait, after the writes, until `check` holds on the cluster the watches feed (never by polling
     the API server): it runs at every one of `events` (ClusterEvent names, catalog kinds) and once
@@ -542,15 +555,20 @@ class WaitFor:
     events: frozenset[str]
     timeout: float | None = None  # seconds; None: the operator's default (kube's bindTimeoutSeconds)
     timeout_message: str = "timed out waiting for the condition"  # kube's wait.ErrWaitTimeout
+    notice: Notice | None = None  # posted once, when the wait begins (after the writes)
 
 
 @dataclass(frozen=True, slots=True)
 class PreBind:
     """What a PreBindPlugin needs done before the pod is bound: writes in order, then a wait. Any
-    failure undoes the writes that landed (their `undo`), latest first."""
+    failure undoes the writes that landed (their `undo`), latest first. A plan with neither is left
+    out (kube's PreBindPreFlight Skip) unless `preflight` says the plugin's PreBind runs all the
+    same (kube's PreBindPreFlight Success: DynamicResources for any pod with claims), which is what
+    has the binding cycle set the pod's nominatedNodeName first (kube's NominatedNodeNameForExpectation)."""
 
     writes: tuple[Write, ...] = ()
     wait: WaitFor | None = None
+    preflight: bool = False
 
 
 class PreBindPlugin(Plugin[ArgsT]):

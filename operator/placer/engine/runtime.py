@@ -597,7 +597,7 @@ class Scheduler:
                 plan = plugin.pre_bind(pod, cluster, decision.node, decision.reservations.get(plugin.name))
             except Exception as error:
                 raise PluginFailed(plugin, error) from error
-            if plan is not None and (plan.writes or plan.wait is not None):
+            if plan is not None and (plan.writes or plan.wait is not None or plan.preflight):
                 plans.append((plugin, plan))
         return plans
 

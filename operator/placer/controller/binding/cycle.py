@@ -4,7 +4,9 @@ plugin: the engine says which have work, and their work is data (`Write`s carrie
 `placer.controller.binding.effects`, a `WaitFor` checked against the watch-fed cluster).
 
 A pod allowed at once with no PreBind work is bound in a task holding the loop's bind slot (the hot
-path). Otherwise its task holds no slot while it waits — on Permit, then on each PreBind's writes
+path). Otherwise — first nominated to its node when it has PreBind work or waits on Permit (kube's
+NominatedNodeNameForExpectation: `status.nominatedNodeName`, cleared again if the binding fails) —
+its task holds no slot while it waits — on Permit, then on each PreBind's writes
 and wait (re-checked at its events, when the pod is deleted or bound meanwhile, and once a second,
 until its timeout) — and takes one to bind. A failure undoes the PreBind writes that landed (latest
 first), the pod's reservations and room (`Scheduler.unpermit`, `Scheduler.forget`) and sends it
@@ -20,7 +22,7 @@ import contextlib
 import enum
 import logging
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -103,7 +105,8 @@ class BindingCycles:
         pre_bind_timeout: float,
         slots: asyncio.Semaphore,
         stopping: asyncio.Event,
-        clear_nomination: Callable[[PodInfo], None],
+        clear_nomination: Callable[[PodInfo, tuple[str, str] | None], None],
+        nominate: Callable[[PodInfo, str], Awaitable[None]] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.cluster = cluster
@@ -120,6 +123,8 @@ class BindingCycles:
         self.slots = slots
         self.stopping = stopping
         self.clear_nomination = clear_nomination
+        self.nominate = nominate  # writes a pod's nominatedNodeName (None: never, e.g. in unit tests)
+        self._expected: set[str] = set()  # pods this binding cycle nominated to their node
         self._binds: set[asyncio.Task[None]] = set()  # binding now, each with a bind slot
         self._waiting: set[asyncio.Task[None]] = set()  # on Permit or PreBind, holding no slot
         self._post: set[asyncio.Task[None]] = set()  # PostBind writes
@@ -198,6 +203,13 @@ class BindingCycles:
         done: list[Write] = []  # the PreBind writes that landed, for undoing
         try:
             failure = None
+            node = decision.node
+            if (plans is None or plans) and self.nominate is not None and node is not None:
+                # kube's NominatedNodeNameForExpectation: PreBindPreFlight said there is work (or the
+                # pod waits on Permit): its nominatedNodeName is written first
+                self._expected.add(pod.key)
+                if pod.nominated_node != node:
+                    await self.nominate(pod, node)
             if plans is None:
                 failure = await self._wait_on_permit(pod, decision, profile)
                 try:
@@ -206,7 +218,7 @@ class BindingCycles:
                 except PluginFailed as failed:
                     plans, failure = [], self._plugin_failure(pod, failed)
             for plugin, plan in plans:
-                failure = await self._pre_bind(pod, plugin, plan, done)
+                failure = await self._pre_bind(pod, plugin, plan, done, profile.scheduler_name)
                 if failure is not None:
                     break
             if failure is not None:
@@ -214,6 +226,7 @@ class BindingCycles:
                 return
             await self.slots.acquire()  # _bind releases it
         except asyncio.CancelledError:
+            self._expected.discard(pod.key)
             self._forget(pod, decision, profile)  # never leave an assumption behind
             raise
         await self._bind(pod, decision, profile, done)
@@ -277,7 +290,7 @@ class BindingCycles:
         return Failure(Result.REJECTED, permit_message(permit), wake_on=events)
 
     async def _pre_bind(
-        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write]
+        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write], scheduler_name: str,
     ) -> Failure | None:
         """One plugin's PreBind: its writes, then its wait; on a failure every write that landed is
         undone. Counted in the plugin's metric family, if it has one."""
@@ -286,7 +299,7 @@ class BindingCycles:
             self._in_pre_bind[plugin.metric] += 1
         try:
             try:
-                failure = await self._writes(pod, plugin, plan, done)
+                failure = await self._writes(pod, plugin, plan, done, scheduler_name)
             except Exception as error:  # a plugin's check broke: the binding fails, the operator goes on
                 logger.exception("PreBind %s of %s failed", plugin.name, pod.key)
                 failure = Failure(Result.FAILED, pre_bind_error(plugin.name, str(error)), wake_on=plugin.events)
@@ -301,7 +314,7 @@ class BindingCycles:
         return failure
 
     async def _writes(
-        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write]
+        self, pod: PodInfo, plugin: PreBindPlugin[Any], plan: PreBind, done: list[Write], scheduler_name: str,
     ) -> Failure | None:
         written: dict[ObjectRef, str] = {}
         for write in plan.writes:
@@ -316,6 +329,9 @@ class BindingCycles:
             done.append(write)
             logger.debug("%s %s written for pod %s", write.call, write.target, pod.key)
         if plan.wait is not None:
+            notice = plan.wait.notice
+            if notice is not None:  # (e.g. DynamicResources' BindingConditionsPending)
+                self.reporter.notice(pod, scheduler_name, notice.reason, notice.action, notice.type, notice.note)
             return await self._wait_for(pod, plugin, plan.wait, written)
         return None
 
@@ -352,6 +368,8 @@ class BindingCycles:
         self, pod: PodInfo, decision: Decision, profile: Profile, failure: Failure, from_now: bool = True
     ) -> None:
         key = pod.key
+        expected = key in self._expected
+        self._expected.discard(key)
         self._forget(pod, decision, profile)
         self.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
         self.wakeup.set()
@@ -365,15 +383,16 @@ class BindingCycles:
             return
         if not failure.answered:
             self.unreachable(failure.message)
-        if pod.nominated_node:
-            self.clear_nomination(pod)  # as kube after a failed binding cycle: nominated nowhere
+        reason = "Unschedulable" if failure.result is Result.REJECTED else "SchedulerError"
+        nominated = bool(pod.nominated_node or expected)
+        if nominated:  # as kube after a failed binding cycle: nominated nowhere, in the condition's patch
+            self.clear_nomination(pod, (failure.message, reason))
         self.queue.backoff(key, failure.wake_on, from_now=from_now)
         if failure.result is Result.REJECTED:
             logger.info("pod %s rejected on %s: %s", key, decision.node, failure.message)
-            self.reporter.failed(pod, profile.scheduler_name, failure.message)
-            return
-        logger.warning("binding of %s to %s failed: %s", key, decision.node, failure.message)
-        self.reporter.failed(pod, profile.scheduler_name, failure.message, reason="SchedulerError")
+        else:
+            logger.warning("binding of %s to %s failed: %s", key, decision.node, failure.message)
+        self.reporter.failed(pod, profile.scheduler_name, failure.message, condition=not nominated, reason=reason)
 
     # ----------------------------------------------------------------- Bind, PostBind
 
@@ -387,6 +406,7 @@ class BindingCycles:
             else:
                 outcome = await self.binder.bind(pod.namespace, pod.name, pod.uid, node)
         except asyncio.CancelledError:
+            self._expected.discard(key)
             self._forget(pod, decision, profile)  # never leave an assumption behind
             raise
         except Exception as error:
@@ -394,6 +414,8 @@ class BindingCycles:
         finally:
             self.slots.release()
         result = outcome.result
+        expected = key in self._expected
+        self._expected.discard(key)
         self._bind_results[result].inc()
         if not outcome.answered:
             self.answering = False
@@ -417,8 +439,8 @@ class BindingCycles:
             return
         if not outcome.answered:
             self.unreachable(outcome.message)
-        if pod.nominated_node:
-            self.clear_nomination(pod)  # as kube after a failed bind: nominated nowhere
+        if pod.nominated_node or expected:
+            self.clear_nomination(pod, None)  # as kube after a failed bind: nominated nowhere
         self.queue.backoff(key)
         self.queue.wake(ClusterEvent.POD_DELETE)  # what it was assumed to hold is free again
         self.wakeup.set()

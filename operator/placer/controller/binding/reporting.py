@@ -10,6 +10,8 @@ and counted (`placer_reports_dropped_total`), as client-go's event broadcaster d
   `series` {count, lastObservedTime}, PATCHed at most every `series_interval` seconds.
 - `Preempted` (Normal, action Preempting) on a pod deleted to make room for a higher-priority one:
   `Preempted by NS/NAME on node NODE`, `related` = that pod (`placer.controller.scheduling.preemption`).
+- What a plugin's PreBind posts about the pod (`notice`: DynamicResources' Normal
+  `BindingConditionsPending`, action Scheduling, `waiting for binding conditions for device on node N`).
 - Condition `PodScheduled=False, reason=Unschedulable, message=...` (`reason=SchedulerError` when
   the failure came after the decision, e.g. its volumes could not be bound) through pods/status, written
   only when it differs from what the pod already shows (the watch tells us) or what we last wrote,
@@ -217,6 +219,11 @@ class Reporter:
         event = self._event(victim, scheduler_name, "Preempted", "Preempting", "Normal", note, _event_name(victim.name))
         event["related"] = _reference(preemptor, version=False)
         self._submit(lambda: self._create(victim.namespace, event, None))
+
+    def notice(self, pod: PodInfo, scheduler_name: str, reason: str, action: str, kind: str, note: str) -> None:
+        """An event a plugin's PreBind asks for (kube's plugins' `EventRecorder().Eventf` of the pod)."""
+        event = self._event(pod, scheduler_name, reason, action, kind, note, _event_name(pod.name))
+        self._submit(lambda: self._create(pod.namespace, event, None))
 
     def condition_entry(
         self, pod: PodInfo, message: str, reason: str = "Unschedulable"

@@ -89,7 +89,8 @@ def _status_write(pod: PodInfo, status: dict[str, Any]) -> Write:
 
 
 class Preemptions:
-    """The preemptions being carried out, and the writes of pods' `status.nominatedNodeName`."""
+    """The preemptions being carried out, and the writes of pods' `status.nominatedNodeName` (a
+    preemptor's, one cleared, and a pod's expected node before PreBind: `expect`)."""
 
     def __init__(
         self, scheduler: Scheduler, cluster: ClusterState, queue: SchedulingQueue, *, effects: Effects,
@@ -155,12 +156,23 @@ class Preemptions:
 
         task.add_done_callback(done)
 
-    def clear(self, pod: PodInfo) -> None:
-        """Clear a pod's `status.nominatedNodeName` on the server (its nomination was dropped: it
-        was displaced, preemption found nothing, or its bind failed), unless nominated again by the
-        time the write goes out."""
+    async def expect(self, pod: PodInfo, node: str) -> None:
+        """kube's NominatedNodeNameForExpectation (on since v1.35): a pod whose binding cycle has
+        PreBind work (or waits on Permit) is nominated to its node first, so that others (the
+        cluster autoscaler) know where it is about to go; best effort, awaited before PreBind."""
         release = self._claim(pod.key)
-        task = asyncio.create_task(self._clear(pod, release))
+        async with self._writing(pod.key, release):
+            if self.is_leader():
+                await self._write(_status_write(pod, {"nominatedNodeName": node}), pod)
+
+    def clear(self, pod: PodInfo, condition: tuple[str, str] | None = None) -> None:
+        """Clear a pod's `status.nominatedNodeName` on the server (its nomination was dropped: it
+        was displaced, preemption found nothing, or its binding failed), unless nominated again by
+        the time the write goes out; with `condition` (message, reason), its PodScheduled=False
+        condition in the same patch (kube's `updatePod` after a failed binding cycle: a separate
+        condition write would race with this one on the pod's resourceVersion)."""
+        release = self._claim(pod.key)
+        task = asyncio.create_task(self._clear(pod, release, condition))
         self._clears.add(task)
         task.add_done_callback(self._clears.discard)
         task.add_done_callback(lambda _: release())
@@ -270,8 +282,19 @@ class Preemptions:
         self.reporter.preempted(victim, preemptor, node, profile.scheduler_name)
         return "deleted" if result.ok else "gone"
 
-    async def _clear(self, pod: PodInfo, release: Callable[[], None]) -> None:
+    async def _clear(self, pod: PodInfo, release: Callable[[], None], condition: tuple[str, str] | None) -> None:
         async with self._writing(pod.key, release):
-            if not self.is_leader() or pod.key in self.cluster.nominated:
-                return  # nominated again meanwhile: that preemption writes its own node
-            await self._write(_status_write(pod, {"nominatedNodeName": None}), pod)
+            if not self.is_leader():
+                return
+            status: dict[str, Any] = {}
+            if pod.key not in self.cluster.nominated:  # (else nominated again: that preemption writes its node)
+                status["nominatedNodeName"] = None
+            written = None
+            if condition is not None:
+                written, entry = self.reporter.condition_entry(pod, *condition)
+                status["conditions"] = [entry]
+            if not status:
+                return
+            result = await self._write(_status_write(pod, status), pod)
+            if result.ok and written is not None:
+                self.reporter.condition_written(pod.key, written)
