@@ -10,8 +10,10 @@ Everything outside this package imports from here, nothing deeper:
 - the errors: `ApiError` (a call that failed for good), `ConfigError`, `ProxyError`.
 
 Inside, one module per layer: `client` (the calls), `retry` (what may be sent again), `listing`
-(LIST pages), `kubeconfig` and `proxy_env` (configuration), then the HTTP/1.1 client `http` over its
-connections (`reply`: llhttp's parsing and the bounds; `stream`: watch lines; `tls`; `proxy`).
+(LIST pages), `kubeconfig` and `proxy_env` (configuration; `exec_credential`: exec plugins run as
+client-go runs them; `private_files`: certificates TLS takes as files), then the HTTP/1.1 client
+`http` over its connections (`reply`: llhttp's parsing and the bounds; `stream`: watch lines;
+`tls`; `proxy`).
 Why a client of Placer's own rather than aiohttp's is measured in `placer.controller.transport.http`.
 """
 

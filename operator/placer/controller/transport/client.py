@@ -7,9 +7,10 @@ or `KubeClient.watch` over `placer.controller.transport.http`: a lean HTTP/1.1 c
 keep-alive pool, set up from that same configuration: its TLS (CA, client certificate,
 insecure-skip-tls-verify, `tls-server-name`), its proxy (`proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`
 from the environment; a CONNECT tunnel for https) and its Authorization header (read again when the
-configuration refreshes tokens, and after a 401). Not the generated client: a bind returns a
-`Status` it cannot parse, and its per-call machinery is not needed; not aiohttp: measured, see
-`placer.controller.transport.http`.
+configuration refreshes tokens, and after a 401, which also has an exec plugin's credential
+fetched again; a client certificate the plugin renews goes to the transport's new connections).
+Not the generated client: a bind returns a `Status` it cannot parse, and its per-call machinery is
+not needed; not aiohttp: measured, see `placer.controller.transport.http`.
 
 Bodies are raw JSON in and out, no model (de)serialization, encoded and decoded by orjson (the
 stdlib's `json` only for what orjson refuses: non-string keys, integers beyond 64 bits to encode,
@@ -27,6 +28,7 @@ import asyncio
 import enum
 import json
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import orjson
 
 from placer.controller.transport.http import HttpClient, tls_context
-from placer.controller.transport.kubeconfig import Configuration, load_configuration
+from placer.controller.transport.kubeconfig import Configuration, CredentialError, load_configuration
 from placer.controller.transport.listing import LIST_PAGE, Pages, list_objects
 from placer.controller.transport.proxy_env import proxy_for
 from placer.controller.transport.retry import (
@@ -101,15 +103,20 @@ def request_target(path: str, query: Sequence[tuple[str, str]] | None = None) ->
     return f"{path}?{urlencode(query)}" if query else path
 
 
+def configured_tls(configuration: Configuration) -> ssl.SSLContext | None:
+    """The TLS the configuration asks for (CA, client certificate, verification); None for http."""
+    if urlsplit(configuration.host).scheme != "https":
+        return None
+    return tls_context(
+        ca_file=configuration.ssl_ca_cert, cert_file=configuration.cert_file, key_file=configuration.key_file,
+        verify=bool(configuration.verify_ssl),
+        strict=not getattr(configuration, "disable_strict_ssl_verification", False),
+    )
+
+
 def http_client(configuration: Configuration, pool_size: int) -> HttpClient:
     """The transport, from the configuration: server, TLS, SNI name and proxy."""
-    context = None
-    if urlsplit(configuration.host).scheme == "https":
-        context = tls_context(
-            ca_file=configuration.ssl_ca_cert, cert_file=configuration.cert_file, key_file=configuration.key_file,
-            verify=bool(configuration.verify_ssl),
-            strict=not getattr(configuration, "disable_strict_ssl_verification", False),
-        )
+    context = configured_tls(configuration)
     return HttpClient(
         configuration.host, ssl_context=context, server_hostname=getattr(configuration, "tls_server_name", None),
         proxy=configuration.proxy or proxy_for(configuration.host),  # as client-go: proxy-url, else the env
@@ -176,6 +183,8 @@ class KubeClient:
         self._base = urlsplit(configuration.host).path.rstrip("/")  # a server URL may have a path prefix
         self._server = urlsplit(configuration.host).netloc.rpartition("@")[2]  # for messages
         self._authorization: str | None = None  # cached unless the configuration refreshes it
+        # the client certificate the transport's TLS was made with (an exec plugin may renew it)
+        self._client_certificate = (configuration.cert_file, configuration.key_file)
         self._auth_line = ""  # "Authorization: <_authorization>\r\n"
         self.retries = retries
         self.timeout = timeout
@@ -194,11 +203,22 @@ class KubeClient:
 
     async def _auth_header(self) -> str | None:
         """The Authorization header: a bearer token (refreshed by the configuration's hook, e.g. an
-        exec plugin's or a rotated service-account token) or basic auth."""
+        exec plugin's or a rotated service-account token) or basic auth. A client certificate the
+        hook renewed goes to the transport: its new connections present it (as client-go, which
+        also closes the connections made with the old one: here the idle ones, the busy ones once
+        their reply has ended). ApiError when the hook cannot get credentials."""
         configuration = self.configuration
         if self._authorization is not None and configuration.refresh_api_key_hook is None:
             return self._authorization
-        header = await configuration.get_api_key_with_prefix("BearerToken")
+        try:
+            header = await configuration.get_api_key_with_prefix("BearerToken")
+        except CredentialError as error:
+            raise ApiError(0, str(error)) from None
+        if (configuration.cert_file, configuration.key_file) != self._client_certificate:
+            self._client_certificate = (configuration.cert_file, configuration.key_file)
+            context = configured_tls(configuration)
+            if context is not None:
+                self._http.use_tls_context(context)
         if not header and configuration.username:
             header = configuration.get_basic_auth_token()
         header = header or ""
@@ -241,6 +261,7 @@ class KubeClient:
             try:
                 if self._authorization is None or self.configuration.refresh_api_key_hook is not None:
                     await self._auth_header()
+                serial = self.configuration.credential_serial  # which credentials this attempt carries
                 headers = self._headers(None if data is None else content_type)
                 response = await http.request(http.encode(method, target, headers, data), self.timeout)
             except (TimeoutError, OSError) as error:
@@ -255,6 +276,7 @@ class KubeClient:
                     self.last_answer = time.monotonic()
                 if status == 401:
                     self._authorization = None  # a rotated token: read it again next time
+                    self.configuration.credentials_rejected(serial)  # an exec plugin's: fetched again
                 delay = attempts.answered(status, response.retry_after)
                 if delay is None:
                     return Reply(status, response.body, attempts.resent)
@@ -325,6 +347,7 @@ class KubeClient:
         http = self._http
         target = self._base + request_target(path, [*query, ("watch", "true")])
         await self._auth_header()
+        serial = self.configuration.credential_serial
         data = http.encode("GET", target, self._headers(None), None)
         try:
             stream = await http.stream(data, connect_timeout=connect_timeout, read_timeout=read_timeout)
@@ -334,6 +357,9 @@ class KubeClient:
             raise certificate_error(self._server, "watch", path, error) from None
         try:
             if stream.status != 200:
+                if stream.status == 401:
+                    self._authorization = None
+                    self.configuration.credentials_rejected(serial)
                 reply = Reply(stream.status, await stream.read())
                 raise ApiError(reply.status, f"watch {path}: {reply.message()}")
             self.last_answer = time.monotonic()

@@ -19,7 +19,8 @@ request, whose heap upkeep in asyncio cost more than the parsing.
   it, `Connection: close`) closes its connection.
 - TLS (`http_tls`): the caller's `ssl.SSLContext` (`tls_context` builds one from a kubeconfig);
   SNI and the name check use `server_hostname` (a kubeconfig's `tls-server-name`) or the URL's
-  host; an `ssl.SSLObject` on memory BIOs over a plain transport.
+  host; an `ssl.SSLObject` on memory BIOs over a plain transport. `use_tls_context` swaps it for
+  the connections opened after (an exec plugin's renewed client certificate).
 - Proxies: `http://` and `https://` (credentials in the URL become `Proxy-Authorization: Basic`;
   an https server is reached through a CONNECT tunnel, a plain-http one with absolute-form
   requests), `socks5://` (names resolved here) and `socks5h://` (by the proxy), through
@@ -130,6 +131,18 @@ class HttpClient:
         self._tick = 1.0  # seconds between sweeps: a quarter of the shortest timeout seen, at most 1
         self._now = 0.0  # the time of the last sweep
         self._closed = False
+        self._tls_generation = 0  # bumped by use_tls_context: connections of an older one are not reused
+
+    def use_tls_context(self, context: ssl.SSLContext) -> None:
+        """New connections use `context` (a renewed client certificate): idle ones are closed now,
+        busy ones (a request, a watch) when their reply ends, none cut short. An http client has no
+        TLS: nothing changes."""
+        if self._ssl is None:
+            return
+        self._ssl = context
+        self._tls_generation += 1
+        for conn in list(self._idle):
+            conn.abort()
 
     def encode(self, method: str, target: str, headers: str, body: bytes | None) -> bytes:
         """One request as the bytes sent: `target` is path and query (quoted), `headers` more
@@ -253,6 +266,7 @@ class HttpClient:
             if self._count < self.limit:
                 self._count += 1
                 conn = Connection(self, loop) if self._ssl is None else TlsConnection(self, loop)
+                conn.generation = self._tls_generation
                 try:
                     async with asyncio.timeout(self.connect_timeout):
                         await self._connect(loop, conn)
@@ -305,7 +319,7 @@ class HttpClient:
 
     def release(self, conn: Connection, reusable: bool) -> None:
         """A reply ended on `conn`: to the next waiting caller, to the idle pool, or closed."""
-        if not reusable or not conn.usable or self._closed:
+        if not reusable or not conn.usable or self._closed or conn.generation != self._tls_generation:
             conn.abort()
             return
         waiters = self._waiters

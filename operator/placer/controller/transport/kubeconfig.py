@@ -20,34 +20,43 @@ context's `namespace`:
 - in a pod (no kubeconfig named): `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`, the
   service account's `ca.crt`, its token (projected tokens rotate: read again every minute) and
   `namespace`.
-- a user with an `exec` plugin or an `auth-provider` is read by kubernetes_asyncio's own loader,
-  imported then and only then (its generated client costs a third of a second of imports, which
-  every other start-up is spared); an exec credential with an expiry is fetched again once it
-  expires.
+- a user with an `exec` plugin: run by Placer itself, as client-go runs it
+  (`placer.controller.transport.exec_credential`): at load, again once its credential has expired
+  or the server answered 401 to it; its token goes in the Authorization header, its client
+  certificate to TLS (`KubeClient` makes its new connections with a renewed one). As in client-go,
+  the plugin is not used when the user has a token, basic auth or a client certificate of its own.
+- a user with an `auth-provider` (client-go's legacy plugins: `oidc`; `gcp` and `azure` are gone
+  from client-go, which only says so): read by kubernetes_asyncio's loader, an optional extra
+  (`pip install 'placer[auth-provider]'`), imported then and only then. It is optional because Kopf
+  imports kubernetes_asyncio's whole generated client whenever it is installed (about 0.4 s of CPU
+  and 37 MB of every start); without it, such a kubeconfig is a ConfigError saying so.
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import base64
 import binascii
 import contextlib
-import datetime as dt
 import inspect
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from placer.controller.transport.private_files import private_file
 from placer.controller.transport.proxy_env import parse_proxy_url
+
+if TYPE_CHECKING:  # (imported when a user has an exec plugin: a start without one is spared it)
+    from placer.controller.transport.exec_credential import Credential, ExecAuthenticator
 
 __all__ = [
     "SERVICE_ACCOUNT",
     "TOKEN_REFRESH_PERIOD",
     "ConfigError",
     "Configuration",
+    "CredentialError",
+    "ExecCredentials",
     "TokenFile",
     "load_configuration",
     "load_incluster",
@@ -61,6 +70,11 @@ TOKEN_REFRESH_PERIOD = 60.0  # seconds: client-go's cached token file, kubernete
 
 class ConfigError(ValueError):
     """A kubeconfig or in-cluster setup that cannot be used; the message says which file and field."""
+
+
+class CredentialError(Exception):
+    """Credentials could not be had when a call needed them (an exec plugin's run failed); the
+    message is client-go's."""
 
 
 class Configuration:
@@ -84,6 +98,10 @@ class Configuration:
         self.api_key_prefix: dict[str, str] = {}
         # called (and awaited if it returns an awaitable) before each read of the token
         self.refresh_api_key_hook: Callable[[Configuration], Any] | None = None
+        # which credentials `api_key`, `cert_file` and `key_file` hold (an exec plugin's run bumps it)
+        self.credential_serial = 0
+        # told when the server answered 401 to a call made with credentials `serial` (an exec plugin)
+        self.rejection_hook: Callable[[int], None] | None = None
 
     def __repr__(self) -> str:  # never the token or password
         return f"Configuration(host={self.host!r}, source={self.source!r})"
@@ -99,6 +117,12 @@ class Configuration:
             return None
         prefix = self.api_key_prefix.get(identifier)
         return f"{prefix} {key}" if prefix else key
+
+    def credentials_rejected(self, serial: int) -> None:
+        """The server answered 401 to a call made with the credentials of `serial`: a source that can
+        fetch new ones (an exec plugin) does so before the next call, as client-go's does."""
+        if self.rejection_hook is not None:
+            self.rejection_hook(serial)
 
     def get_basic_auth_token(self) -> str:
         """The Authorization header's value for basic auth."""
@@ -220,33 +244,7 @@ class _Entry:
             content = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise ConfigError(f"{self.where}: {key}-data is not valid base64") from None
-        return _temp_file(content)
-
-
-_TEMP_FILES: dict[bytes, str] = {}
-
-
-def _remove_temp_files() -> None:
-    for name in _TEMP_FILES.values():
-        with contextlib.suppress(OSError):
-            os.remove(name)
-    _TEMP_FILES.clear()
-
-
-def _temp_file(content: bytes) -> str:
-    """A file (mode 0600) holding `content`, one per content, removed at exit."""
-    name = _TEMP_FILES.get(content)
-    if name is not None and os.path.isfile(name):
-        return name
-    if not _TEMP_FILES:
-        atexit.register(_remove_temp_files)
-    import tempfile  # (here: with shutil and lzma, ~5 ms of a start whose kubeconfig names its files)
-
-    descriptor, name = tempfile.mkstemp(prefix="placer-kubeconfig-")
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(content)
-    _TEMP_FILES[content] = name
-    return name
+        return private_file(content)
 
 
 def _read_yaml(path: str) -> Mapping[str, Any]:
@@ -315,10 +313,15 @@ async def load_kubeconfig(paths: str, context: str | None = None) -> Configurati
         raise ConfigError(f"{chosen.where}: no cluster")
     cluster = merged.find("clusters", cluster_name)
     user = merged.entries["users"].get(user_name) if user_name else None
-    if user is not None and (user.get("exec") or user.get("auth-provider")):
+    if user is not None and user.get("exec") is not None and user.get("auth-provider") is not None:
+        raise ConfigError(f"{user.where}: authProvider cannot be provided in combination with an exec plugin "
+                          f"for {user.name}")
+    if user is not None and user.get("auth-provider"):
         configuration = await _load_with_client(os.pathsep.join(merged.files), name, user)
     else:
         configuration = _configure(cluster, user)
+        if user is not None and user.get("exec") is not None:
+            await _configure_exec(configuration, cluster, user)
     configuration.namespace = chosen.text("namespace") or "default"
     return configuration
 
@@ -362,14 +365,128 @@ def _configure(cluster: _Entry, user: _Entry | None) -> Configuration:
     return configuration
 
 
+def _has_own_credentials(user: _Entry) -> bool:
+    """A token, basic auth or a client certificate and key: client-go then leaves the exec plugin unused."""
+    token = user.text("token") is not None or user.text("tokenFile") is not None
+    certificate = user.text("client-certificate") is not None or user.text("client-certificate-data") is not None
+    key = user.text("client-key") is not None or user.text("client-key-data") is not None
+    return token or user.get("username") not in (None, "") or (certificate and key)
+
+
+def _exec_cluster(cluster: _Entry) -> dict[str, Any]:
+    """ExecCredential's `spec.cluster` for a plugin with provideClusterInfo (client-go's
+    ConfigToExecCluster: the cluster as the client sees it, and its exec extension as `config`)."""
+    from placer.controller.transport.exec_credential import CLUSTER_EXTENSION, ca_data
+
+    info: dict[str, Any] = {"server": cluster.text("server") or ""}
+    if cluster.text("tls-server-name") is not None:
+        info["tls-server-name"] = cluster.text("tls-server-name")
+    if cluster.get("insecure-skip-tls-verify") is True:
+        info["insecure-skip-tls-verify"] = True
+    data = cluster.text("certificate-authority-data")
+    try:
+        authority = ca_data(data, None if data else cluster.file("certificate-authority"))
+    except ValueError as error:
+        raise ConfigError(f"{cluster.where}: {error}") from None
+    if authority:
+        info["certificate-authority-data"] = authority
+    if cluster.text("proxy-url") is not None:
+        info["proxy-url"] = cluster.text("proxy-url")
+    if cluster.get("disable-compression") is True:
+        info["disable-compression"] = True
+    extensions = cluster.get("extensions") or []
+    if not isinstance(extensions, list):
+        raise ConfigError(f"{cluster.where}: extensions must be a list")
+    for extension in extensions:
+        if isinstance(extension, Mapping) and extension.get("name") == CLUSTER_EXTENSION:
+            info["config"] = extension.get("extension")
+    return info
+
+
+async def _configure_exec(configuration: Configuration, cluster: _Entry, user: _Entry) -> None:
+    """A user with an exec plugin: the stanza checked, the plugin run once now (its failure is a
+    ConfigError at start-up), then again when `ExecCredentials` says."""
+    from dataclasses import replace
+
+    from placer.controller.transport.exec_credential import ExecAuthenticator, read_exec_config
+
+    try:
+        config = read_exec_config(user.get("exec"), user=user.name, folder=os.path.dirname(user.path))
+    except ValueError as error:
+        raise ConfigError(f"{user.where}: {error}") from None
+    if _has_own_credentials(user):
+        return  # client-go: "kubectl --token" and the like win over the plugin
+    if config.provide_cluster_info:
+        config = replace(config, cluster=_exec_cluster(cluster))
+    hook = ExecCredentials(ExecAuthenticator(config))
+    try:
+        await hook.refresh(configuration)
+    except CredentialError as error:
+        raise ConfigError(f"{user.where}: {error}") from None
+    configuration.refresh_api_key_hook = hook
+    configuration.rejection_hook = hook.authenticator.rejected
+
+
+class ExecCredentials:
+    """The refresh hook of a user with an exec plugin: runs it when its credential is missing, has
+    expired or was refused (`ExecAuthenticator`), and puts the credential in the configuration: the
+    bearer token, the client certificate's files, the serial that tells a 401 which one it refused.
+    Cheap when nothing is due (no coroutine): it runs before every call."""
+
+    def __init__(self, authenticator: ExecAuthenticator) -> None:
+        self.authenticator = authenticator
+
+    def __call__(self, configuration: Configuration) -> Awaitable[None] | None:
+        authenticator = self.authenticator
+        if authenticator.needs_refresh():
+            return self.refresh(configuration)
+        if configuration.credential_serial != authenticator.serial and authenticator.credential is not None:
+            self.apply(configuration, authenticator.credential, authenticator.serial)
+        return None
+
+    async def refresh(self, configuration: Configuration) -> None:
+        """Run the plugin (or wait for the run under way); CredentialError when it gives nothing."""
+        from placer.controller.transport.exec_credential import ExecCredentialError
+
+        try:
+            credential = await self.authenticator.refresh()
+        except ExecCredentialError as error:
+            raise CredentialError(f"getting credentials: {error}") from None
+        self.apply(configuration, credential, self.authenticator.serial)
+
+    @staticmethod
+    def apply(configuration: Configuration, credential: Credential, serial: int) -> None:
+        if credential.token:
+            configuration.api_key["BearerToken"] = f"Bearer {credential.token}"
+        else:
+            configuration.api_key.pop("BearerToken", None)
+        configuration.cert_file, configuration.key_file = credential.cert_file, credential.key_file
+        configuration.credential_serial = serial
+
+
+AUTH_PROVIDER_EXTRA = (
+    "install Placer with its auth-provider extra (pip install 'placer[auth-provider]'), which brings "
+    "kubernetes_asyncio to read it; it is optional because Kopf imports kubernetes_asyncio's whole generated "
+    "client whenever it is installed (about 0.4 s of CPU and 37 MB of every start). An exec plugin, a token or a "
+    "client certificate need nothing more"
+)
+
+
 async def _load_with_client(paths: str, context: str, user: _Entry) -> Configuration:
-    """A user with an exec plugin or an auth provider: kubernetes_asyncio's loader runs it."""
-    from kubernetes_asyncio import client as k8s_client
-    from kubernetes_asyncio import config as k8s_config
+    """A user with an auth provider: kubernetes_asyncio's loader reads it (the optional extra)."""
+    provider = user.get("auth-provider")
+    name = provider.get("name") if isinstance(provider, Mapping) else None
+    try:
+        from kubernetes_asyncio import client as k8s_client
+        from kubernetes_asyncio import config as k8s_config
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("kubernetes_asyncio"):
+            raise
+        raise ConfigError(f"{user.where}: auth-provider {name!r}: {AUTH_PROVIDER_EXTRA}") from None
 
     source = k8s_client.Configuration()
     try:
-        loader = await k8s_config.load_kube_config(config_file=paths, context=context, client_configuration=source)
+        await k8s_config.load_kube_config(config_file=paths, context=context, client_configuration=source)
     except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{user.where}: {error}") from None
     configuration = Configuration(source.host, source=user.path)
@@ -378,29 +495,4 @@ async def _load_with_client(paths: str, context: str, user: _Entry) -> Configura
         setattr(configuration, attribute, getattr(source, attribute, None))
     configuration.verify_ssl = bool(source.verify_ssl)
     configuration.api_key = dict(source.api_key)
-    if user.get("exec"):
-        configuration.refresh_api_key_hook = _ExecRenewal(loader)
     return configuration
-
-
-class _ExecRenewal:
-    """Runs the exec plugin again once its credential has expired (one run at a time), as client-go's
-    exec authenticator does; a credential without an expiry is kept."""
-
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
-        self._lock = asyncio.Lock()
-
-    def _expired(self) -> bool:
-        expiry = getattr(self.loader, "exec_plugin_expiry", None)
-        return isinstance(expiry, dt.datetime) and expiry <= dt.datetime.now(dt.UTC)  # as client-go
-
-    async def __call__(self, configuration: Configuration) -> None:
-        if not self._expired():
-            return
-        async with self._lock:
-            if self._expired():
-                await self.loader.load_from_exec_plugin()
-                token = getattr(self.loader, "token", None)
-                if token:
-                    configuration.api_key["BearerToken"] = token

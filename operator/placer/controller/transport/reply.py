@@ -95,9 +95,10 @@ class Connection(asyncio.Protocol):
     """One keep-alive connection and llhttp's parser of the replies read on it (its callbacks are
     the `on_*` methods; an error raised in one comes back out of `feed_data`)."""
 
-    __slots__ = ("clean_eof", "client", "counted", "deadline", "decoder", "encoding", "head_bytes", "idle_since",
-                 "interim", "keep_alive", "last_read", "length", "loop", "moved", "parser", "parts", "paused",
-                 "read_timeout", "retry_after", "size", "state", "status", "stream", "te", "transport", "waiter")
+    __slots__ = ("clean_eof", "client", "counted", "deadline", "decoder", "encoding", "generation", "head_bytes",
+                 "idle_since", "interim", "keep_alive", "last_read", "length", "loop", "moved", "parser", "parts",
+                 "paused", "read_timeout", "retry_after", "size", "state", "status", "stream", "te", "transport",
+                 "waiter")
 
     def __init__(self, client: Pool, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
@@ -105,6 +106,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.counted = True  # holds one of the client's `limit` slots until forgotten
+        self.generation = 0  # the client's TLS context it was made with (HttpClient.use_tls_context)
         self.idle_since = 0.0
         self.paused = False
         self.clean_eof = True  # an end of the connection ends a read-until-close body well (TLS: on close_notify)
