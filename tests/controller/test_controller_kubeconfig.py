@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from placer.controller.lifecycle.kopf_handlers import connection_info
+from placer.controller.lifecycle.kopf_handlers import KopfLogin, connection_info
 from placer.controller.transport.client import KubeClient
 from placer.controller.transport.exec_credential import ExecAuthenticator, ExecCredentialError, read_exec_config
 from placer.controller.transport.http import HttpClient, tls_context
@@ -480,6 +480,17 @@ async def test_a_401_has_the_plugin_run_again_before_the_next_call(tmp_path: Pat
     finally:
         await runner.cleanup()
     assert seen == ["Bearer exec-1", "Bearer exec-2", "Bearer exec-3", "Bearer exec-3"]
+
+
+async def test_kopfs_login_after_a_401_has_the_plugin_run_again(tmp_path: Path) -> None:
+    """Kopf logs in again after its own call got a 401: the credential it was handed is told refused,
+    so the plugin runs again and Kopf gets the new one (not the same, not-yet-expired token)."""
+    configuration, folder = await load_exec(tmp_path, [{"stdout": credential(f"exec-{n}")} for n in (1, 2)])
+    login = KopfLogin()
+    assert (await login(configuration)).token == "exec-1"
+    assert len(runs(folder)) == 1
+    assert (await login(configuration)).token == "exec-2"  # Kopf's second login: after a 401
+    assert len(runs(folder)) == 2
 
 
 async def test_exec_client_certificates_reach_tls_and_a_renewed_one_is_used_by_new_connections(

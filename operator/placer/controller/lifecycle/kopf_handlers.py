@@ -25,7 +25,7 @@ from placer.controller.lifecycle.kopf_settings import configure_settings
 from placer.controller.options import Options
 from placer.controller.transport import Configuration
 
-__all__ = ["Operated", "connection_info", "register"]
+__all__ = ["KopfLogin", "Operated", "connection_info", "register"]
 
 
 class Operated(Protocol):
@@ -52,10 +52,28 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> None:
         operated: Operated = memo.placer
         await operated.stop()
 
+    credentials = KopfLogin()
+
     @kopf.on.login(registry=registry)
     async def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
         operated: Operated = memo.placer
-        return await connection_info(operated.configuration)
+        return await credentials(operated.configuration)
+
+
+class KopfLogin:
+    """Kopf's credentials at each of its logins: at start, and again after a 401, when the credential
+    it had was refused. The configuration is told so first, and an exec plugin's credential is
+    fetched anew (a token not yet expired would otherwise come back, refused again)."""
+
+    def __init__(self) -> None:
+        self._handed: int | None = None  # the credential handed at the last login
+
+    async def __call__(self, configuration: Configuration) -> kopf.ConnectionInfo:
+        if self._handed is not None:
+            configuration.credentials_rejected(self._handed)
+        info = await connection_info(configuration)
+        self._handed = configuration.credential_serial
+        return info
 
 
 async def connection_info(configuration: Configuration) -> kopf.ConnectionInfo:
