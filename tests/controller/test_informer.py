@@ -37,12 +37,14 @@ class ScriptedApi:
         self.list_error: ApiError | None = None
 
     def list_pages(self, path: str, query: Sequence[tuple[str, str]] = (), *, limit: int = 500) -> AsyncIterator[Any]:
+        self.lists.append({**dict(query), "limit": str(limit)})  # the first page is asked for at once, as Pages does
         return self._pages(dict(query), limit)
 
     async def _pages(self, query: dict[str, str], limit: int) -> AsyncIterator[Any]:
         snapshot = json.loads(json.dumps(self.items))
         for start in range(0, max(len(snapshot), 1), limit):
-            self.lists.append({**query, "limit": str(limit)})
+            if start:
+                self.lists.append({**query, "limit": str(limit)})
             if self.list_error is not None:
                 raise self.list_error
             yield snapshot[start:start + limit], str(self.version), False
@@ -157,3 +159,26 @@ async def test_a_failed_stream_resumes_after_its_backoff_from_where_it_was(runni
     assert seen.deleted == [] and "default/a" in seen.objects
     api.list_error = None
     await until(lambda: informer.lists == 2)
+
+
+async def test_filing_may_wait_while_the_list_is_already_asked_for() -> None:
+    """The pods' LIST goes out at once; their filing waits for the PriorityClasses (`file_after`)."""
+    api, seen = ScriptedApi([obj("a", 3)]), Recorder()
+    classes = asyncio.Event()
+
+    async def classes_listed() -> None:
+        await classes.wait()
+
+    informer = Informer(api, "/api/v1/pods", upsert=seen.upsert, delete=seen.delete, timings=TIMINGS,
+                        file_after=classes_listed)
+    task = asyncio.create_task(informer.run())
+    try:
+        await until(lambda: api.lists)  # asked for
+        await asyncio.sleep(0.05)
+        assert not seen.objects and not informer.synced.is_set()  # not filed yet
+        classes.set()
+        await asyncio.wait_for(informer.synced.wait(), 1)
+        assert set(seen.objects) == {"default/a"}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

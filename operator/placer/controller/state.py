@@ -56,6 +56,7 @@ from placer.controller.transport import Configuration, KubeClient
 from placer.engine.catalog import Kind
 from placer.engine.cluster import ClusterState
 from placer.engine.kinds import KINDS as CATALOG_KINDS
+from placer.engine.kinds import KINDS_BY_NAME
 from placer.engine.queue import SchedulingQueue
 from placer.engine.runtime import Scheduler
 
@@ -188,29 +189,22 @@ class SchedulerState:
             for path in _paths(kind, options.namespaces):
                 add(path, path, feed.upsert, feed.delete, served=feed.served)
         add("nodes", NODES_PATH, self.cache.observe_node, self.cache.node_deleted)
+        classes = informers[KINDS_BY_NAME["PriorityClass"].path()]
+
+        async def classes_listed() -> None:  # a pod without spec.priority takes its class's value when parsed
+            await classes.synced.wait()
+
         pods = Kind("Pod", "v1", "pods", True, dict)
         for path in _paths(pods, options.namespaces):
-            add(path, path, self.cache.observe_pod, self.cache.pod_deleted, query=[("fieldSelector", PODS_SELECTOR)])
+            add(path, path, self.cache.observe_pod, self.cache.pod_deleted, query=[("fieldSelector", PODS_SELECTOR)],
+                file_after=classes_listed)
         return informers
-
-    def _pods(self) -> list[Informer]:
-        return [informer for informer in self.informers.values() if informer.path.endswith("/pods")]
 
     async def _run_informers(self) -> None:
         """Every informer, once the first election attempt is over (`Terms`: a leader's first LISTs
-        then hold what an earlier leader did); the pods' once the PriorityClasses are listed (a pod
-        without `spec.priority` takes its class's value when it is parsed)."""
+        then hold what an earlier leader did)."""
         await self.elected.wait()
-        pods = self._pods()
-        others = [informer for informer in self.informers.values() if informer not in pods]
-        classes = [informer for informer in others if informer.path.endswith("/priorityclasses")]
-
-        async def pods_after_classes(informer: Informer) -> None:
-            await asyncio.gather(*(each.synced.wait() for each in classes))
-            await informer.run()
-
-        await asyncio.gather(*(informer.run() for informer in others),
-                             *(pods_after_classes(informer) for informer in pods))
+        await asyncio.gather(*(informer.run() for informer in self.informers.values()))
 
     async def _synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers.values()),

@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -111,6 +112,7 @@ class Informer:
         timings: WatchTimings = WatchTimings(),
         served: Callable[[bool], None] | None = None,
         name: str = "",
+        file_after: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
         self.path = path
@@ -120,6 +122,8 @@ class Informer:
         self.timings = timings
         self.served = served
         self.name = name or path
+        # what filing waits for (its LIST is asked for at once): the pods' parse reads PriorityClasses
+        self.file_after = file_after
         self.synced = asyncio.Event()  # a LIST was filed (or the collection is not served)
         self.lists = 0  # LISTs filed
         self.serving: bool | None = None  # whether the server serves the collection (None: not asked yet)
@@ -172,11 +176,14 @@ class Informer:
     async def _list(self, consistent: bool) -> None:
         self._relist.clear()
         self._listing = True
+        started = time.monotonic()
         query = self.query if consistent else [*self.query, ("resourceVersion", "0")]
         listed: set[str] = set()
         version = ""
         pages = self.client.list_pages(self.path, query, limit=self.timings.page)
         try:
+            if self.file_after is not None:
+                await self.file_after()
             async for items, page_version, restarted in pages:
                 version = page_version  # every page of one listing carries the listing's version
                 if restarted:  # its continue token expired: only the new listing proves anything gone
@@ -203,6 +210,7 @@ class Informer:
         self.serving = True
         if self.served is not None:
             self.served(True)
+        logger.debug("%s: listed %d in %.3f s", self.name, len(listed), time.monotonic() - started)
         self.lists += 1
         self.synced.set()
         self._listed.fire()
