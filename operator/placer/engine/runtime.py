@@ -31,6 +31,7 @@ from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.framework import (
     ALLOW,
     BindingPoints,
+    EvictionCheck,
     FilterPlugin,
     Permit,
     PermitCode,
@@ -392,7 +393,9 @@ class Scheduler:
         messages: list[str] = []
         reached = functools.partial(self._reached, pod, profile, cluster, within)
         for plugin in profile.post_filters:
-            context = PostFilterContext(candidates, all_nodes, *self._checks(pod, profile, cluster), reached=reached)
+            evictions = functools.partial(self._evictions, pod, profile, cluster, candidates)
+            context = PostFilterContext(candidates, all_nodes, *self._checks(pod, profile, cluster), reached=reached,
+                                        evictions=evictions)
             outcome = plugin.post_filter(pod, cluster, context)
             if isinstance(outcome, PostFilterWrites):
                 decision.post_filter_writes += outcome.writes
@@ -468,6 +471,34 @@ class Scheduler:
             )
 
         return check, fits
+
+    @staticmethod
+    def _evictions(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray) -> EvictionCheck:
+        """The profile's filters on the candidate `slots` as pods are evicted there (`EvictionCheck`):
+        the filters evictions cannot change, once; the resolvable ones that constrain the pod as
+        `EvictionTerms` where they can, else node by node (`fits_without`)."""
+        passes = np.ones(len(slots), dtype=bool)
+        terms = []
+        others: list[FilterPlugin] = []
+        for plugin in profile.filters:
+            mask = plugin.filter(pod, cluster)
+            if mask is None:
+                continue  # the plugin does not constrain this pod: no pod needs to move for it
+            if not plugin.resolvable:
+                passes &= mask[slots]
+                continue
+            found = plugin.eviction_terms(pod, cluster, slots)
+            if found is None:
+                others.append(plugin)
+            else:
+                terms.append(found)
+        if not others:
+            return EvictionCheck(slots, passes, terms)
+
+        def node_fits(slot: int, removed: Sequence[PodRecord]) -> bool:
+            return all(plugin.fits_without(pod, cluster, slot, removed) for plugin in others)
+
+        return EvictionCheck(slots, passes, terms, node_fits)
 
     @classmethod
     def _score(

@@ -59,8 +59,16 @@ from pydantic import Field, model_validator
 
 from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState, PodRecord
 from placer.engine.extended_resources import backed_requests, dra_totals
-from placer.engine.framework import MAX_NODE_SCORE, ClusterEvent, FilterPlugin, PluginArgs, ScorePlugin
+from placer.engine.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    EvictionTerms,
+    FilterPlugin,
+    PluginArgs,
+    ScorePlugin,
+)
 from placer.engine.objects import NodeInfo, PodInfo, is_scalar_resource
+from placer.engine.priority_room import RoomByPriority
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
@@ -285,6 +293,36 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
             if cluster.allocatable[slot, column] - cluster.requested[slot, column] + freed < amount:
                 return False
         return True
+
+    def eviction_terms(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> EvictionTerms:
+        """`fits_without` as arithmetic: a pod slot, then each resource the pod asks for; evicting a
+        pod frees one slot and its requests (a resource left to DynamicResources on a node is no
+        shortfall there). What every pod below a priority frees is read from `RoomByPriority`."""
+        columns, amounts, backed = self._requests(pod, cluster)
+        allocatable, requested = cluster.allocatable, cluster.requested
+        shortfall = np.empty((len(slots), 1 + len(columns)), dtype=np.int64)
+        shortfall[:, 0] = requested[slots, PODS] + 1 - allocatable[slots, PODS]
+        for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
+            held = allocatable[slots, column]
+            need = amount - (held - requested[slots, column])
+            if backed and backed[i]:
+                need[held <= 0] = 0
+            shortfall[:, 1 + i] = need
+        names = [cluster.resources[column] for column in columns]
+
+        def frees(victim: PodInfo) -> tuple[int, ...]:
+            requests = victim.requests
+            return (1, *(requests.get(name, 0) for name in names))
+
+        def frees_below(priority: int) -> np.ndarray:
+            room = cluster.tracker(RoomByPriority)
+            freed = np.empty_like(shortfall)
+            freed[:, 0] = room.count_below(priority, slots)
+            for i, name in enumerate(names):
+                freed[:, 1 + i] = room.requested_below(priority, name, slots)
+            return freed
+
+        return EvictionTerms(shortfall, frees, frees_below)
 
     def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
         """kube v1.36 marks a node Unresolvable where the pod asks more of a resource than the node
