@@ -2,8 +2,10 @@
 plugin of that name (a PostFilter, listed in a profile's `postFilters`; the default).
 
 1. A pod with `preemptionPolicy: Never` never preempts ("not eligible due to preemptionPolicy=Never.");
-   nor does a pod whose nominated node still has a lower-priority pod terminating (its earlier
-   victims are on their way out).
+   nor does a pod whose nominated node still has a lower-priority pod terminating because a
+   scheduler preempted it (deleting, with the `DisruptionTarget` condition of reason
+   `PreemptionByScheduler`: its earlier victims are on their way out; another pod terminating
+   does not hold it back, as in kube-scheduler v1.36).
 2. Candidates: only nodes whose rejection evicting pods may undo (resources, host ports, pod
    anti-affinity, spread skew, volume conflicts and limits — not taints, node affinity, a missing
    claim, ...), in node-tree order from the first node, until `max(nodes x
@@ -173,8 +175,9 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         if slot is None or not (context.candidates == slot).any():
             return None  # no nomination, or preemption can no longer help there: try again
         for record in cluster.pods_on(node):
-            if record.pod.deleting and record.pod.priority < pod.priority:
-                return TERMINATING
+            victim = record.pod
+            if victim.deleting and victim.preempted and victim.priority < pod.priority:
+                return TERMINATING  # kube's podTerminatingByPreemption: a victim on its way out
         return None
 
     def clears_nomination(self, message: str) -> bool:

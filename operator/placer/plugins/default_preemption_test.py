@@ -60,11 +60,16 @@ def kpod(
     policy: str | None = None,
     nominated: str | None = None,
     class_name: str | None = None,
+    preempted: bool = False,
     **extra: Any,
 ) -> Obj:
     """A pod with kube's test knobs: `start` (status.startTime, as epoch(n)), `policy`
-    (spec.preemptionPolicy), `nominated` (status.nominatedNodeName), `class_name`."""
+    (spec.preemptionPolicy), `nominated` (status.nominatedNodeName), `class_name`, `preempted`
+    (kube's DisruptionTarget condition of a scheduler's victim)."""
     obj = pod(name, cpu, priority=priority, node_name=node_name, **extra)
+    if preempted:
+        obj["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByScheduler"}]
     if start is not None:
         obj["status"]["startTime"] = epoch(start)
     if policy is not None:
@@ -723,6 +728,21 @@ def test_min_candidate_nodes_stop_the_search_early() -> None:
     assert nominated(absolute) == ("node4", ["p4"])
 
 
+def test_every_cycle_starts_the_search_at_the_first_node() -> None:
+    """kube's "preemption offset across multiple scheduling cycles and wrap around": kube starts each
+    dry run at a random offset (its test seeds it: node5+node1, node2+node3, node4+node5); Placer at
+    the first candidate in node-tree order every time, whatever the cycles before, so three
+    preemptors in a row (nothing evicted between them) find node1 and node2, and all tie: node1."""
+    nodes = [knode(f"node{i}") for i in range(1, 6)]
+    pods = [kpod(f"p{i}", MID, LARGE, node_name=f"node{i}") for i in range(1, 6)]
+    cluster = cluster_of(nodes, pods)
+    limited = profile(args={"minCandidateNodesPercentage": 40, "minCandidateNodesAbsolute": 1})
+    scheduler = Scheduler()
+    for name in ("tp1", "tp2", "tp3"):
+        decision = scheduler.schedule(parse_pod(kpod(name, HIGH, LARGE)), limited, cluster)
+        assert nominated(decision) == ("node1", ["p1"]), name
+
+
 def test_nodes_without_victims_do_not_count_as_candidates() -> None:
     """kube's "some nodes are not possible candidates": node2 and node5 hold pods above the
     preemptor; the 2 wanted candidates are node1 and node3, and node4 (the best) is never examined."""
@@ -836,7 +856,7 @@ TERMINATING = "preemption: not eligible due to a terminating pod on the nominate
 
 
 def test_terminating_lower_pod_on_the_nominated_node_waits() -> None:
-    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True)]
+    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True, preempted=True)]
     nodes = [node("node1", cpu="1"), node("node2", cpu="1")]
     pods.append(kpod("p2", LOW, "1", node_name="node2"))
     decision = run(kpod("p", HIGH, "1", nominated="node1"), nodes, pods)
@@ -852,7 +872,7 @@ def test_terminating_lower_pod_on_the_nominated_node_waits() -> None:
 
 
 def test_terminating_pod_of_higher_priority_does_not_block() -> None:
-    pods = [kpod("p1", VERY_HIGH, "500m", node_name="node1", deleting=True),
+    pods = [kpod("p1", VERY_HIGH, "500m", node_name="node1", deleting=True, preempted=True),
             kpod("p2", LOW, "500m", node_name="node1")]
     decision = run(kpod("p", HIGH, "500m", nominated="node1"), [node("node1", cpu="1")], pods)
     assert nominated(decision) == ("node1", ["p2"])
@@ -861,10 +881,44 @@ def test_terminating_pod_of_higher_priority_does_not_block() -> None:
 def test_nominated_node_rejected_unresolvably_does_not_block() -> None:
     """kube: "If the pod's nominated node is considered as UnschedulableAndUnresolvable by the
     filters, then the pod should be considered for preempting again"."""
-    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True), kpod("p2", LOW, "1", node_name="node2")]
+    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True, preempted=True),
+            kpod("p2", LOW, "1", node_name="node2")]
     nodes = [node("node1", cpu="1", unschedulable=True), node("node2", cpu="1")]
     decision = run(kpod("p", HIGH, "1", nominated="node1"), nodes, pods, filters=None)
     assert nominated(decision) == ("node2", ["p2"])
+
+
+@pytest.mark.parametrize(
+    ("condition", "blocks"),
+    [
+        (None, False),  # kube's "non-victim Pods terminating"
+        ({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}, True),
+        ({"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}, False),
+        ({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}, False),
+        ({"type": "Ready", "status": "True", "reason": "PreemptionByScheduler"}, False),
+    ],
+)
+def test_only_a_preemption_victim_terminating_blocks(condition: Obj | None, blocks: bool) -> None:
+    """kube v1.36's podTerminatingByPreemption (TestPodEligibleToPreemptOthers): a terminating pod
+    on the nominated node holds the preemptor back only if it is a scheduler's victim (its first
+    DisruptionTarget condition True, reason PreemptionByScheduler); any other terminating pod, the
+    preemptor preempts again (the terminating pod may well be its victim)."""
+    terminating = kpod("p1", LOW, "1", node_name="node1", deleting=True)
+    if condition is not None:
+        terminating["status"]["conditions"] = [condition]
+    nodes = [node("node1", cpu="1"), node("node2", cpu="1")]
+    pods = [terminating, kpod("p2", LOW, "1", node_name="node2")]
+    decision = run(kpod("p", HIGH, "1", nominated="node1"), nodes, pods)
+    if blocks:
+        assert refused(decision) == TERMINATING
+    else:
+        assert nominated(decision) == ("node1", ["p1"])
+
+
+def test_a_pod_without_nomination_is_eligible_whatever_terminates() -> None:
+    """kube's "Pod without nominated node": no nomination, nothing to wait for."""
+    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True, preempted=True)]
+    assert nominated(run(kpod("p", HIGH, "1"), [node("node1", cpu="1")], pods)) == ("node1", ["p1"])
 
 
 # ----------------------------------------------------------------------------- nominations
