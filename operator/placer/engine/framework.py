@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -43,10 +43,13 @@ from placer.engine.writes import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH,
 
 __all__ = [
     "ALLOW",
+    "BATCH_NODE",
+    "BATCH_NONE",
     "JSON_PATCH",
     "MAX_NODE_SCORE",
     "MERGE_PATCH",
     "STRATEGIC_MERGE_PATCH",
+    "UNSIGNABLE",
     "BindingPoints",
     "ClusterEvent",
     "CycleMemo",
@@ -135,11 +138,37 @@ class NoArgs(PluginArgs):
     """For plugins that take no arguments."""
 
 
+class _Unsignable:
+    """`Plugin.sign`'s answer for a pod the plugin cannot sign."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSIGNABLE"
+
+
+UNSIGNABLE: Final = _Unsignable()
+#: `Plugin.batch_reach`: a pod counted or uncounted on a node changes the plugin's answers for a
+#: signed pod on that node only (its own pods: requests, ports)
+BATCH_NODE: Final = "node"
+#: ... on no node (the answers read node facts and the catalog only)
+BATCH_NONE: Final = "none"
+
+
 class Plugin(ABC, Generic[ArgsT]):
-    """What every plugin has: a name and validated args."""
+    """What every plugin has: a name and validated args.
+
+    Opportunistic batching (kube's SignPlugin, KEP-5598): a plugin that can tell what of a pod its
+    answers depend on signs pods (`sign`); a pod whose every plugin signs it as the pod decided
+    before reuses that pod's work (`placer.engine.runtime`), updated where pods were counted or
+    uncounted since, as `batch_reach` and `batch_breaks` say. A plugin that does not sign (the
+    default) keeps its profile's pods out of batching."""
 
     name: ClassVar[str]
     Args: ClassVar[type[PluginArgs]] = NoArgs
+    #: where counting or uncounting a pod changes this plugin's answers for a pod it signs:
+    #: BATCH_NODE (on that pod's node only) or BATCH_NONE (nowhere, but see `batch_breaks`)
+    batch_reach: ClassVar[str] = BATCH_NODE
 
     def __init__(self, args: ArgsT) -> None:
         self.args = args
@@ -147,6 +176,19 @@ class Plugin(ABC, Generic[ArgsT]):
     def warnings(self, cluster: ClusterState) -> list[str]:
         """Conditions worth reporting in the profile status (e.g. missing metrics)."""
         return []
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """What of `pod` this plugin's answers depend on (its PreFilter, Filter with its reasons,
+        PreScore and raw Score on each node, for the same cluster), as a value compared with `==`
+        (kube's SignFragment): two pods with equal values get equal answers. UNSIGNABLE (the
+        default): the plugin cannot tell, and the pod is decided afresh (kube's Unschedulable
+        status from SignPod)."""
+        return UNSIGNABLE
+
+    def batch_breaks(self, pod: PodInfo, changed: PodInfo) -> bool:
+        """Whether `changed`, counted or uncounted on some node, may change this plugin's answers
+        for `pod` (a pod it signed) beyond `batch_reach`: on any node."""
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +240,12 @@ class FilterPlugin(Plugin[ArgsT]):
     @abstractmethod
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         """A bool mask over slots `[0, cluster.size)`: True where the pod fits. None: all fit."""
+
+    def filter_at(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray | None:
+        """`filter` on `slots` only (a batched pod's nodes whose pods changed since the pod it
+        reuses the work of); None: all fit. Plugins whose `filter` is not cached do it cheaper."""
+        mask = self.filter(pod, cluster)
+        return None if mask is None else mask[slots]
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
         """For the slots this filter rejected, how many nodes gave each reason.

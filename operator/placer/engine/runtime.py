@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from placer.engine.batching import Batch, Batches
 from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.framework import (
     ALLOW,
@@ -92,19 +93,30 @@ class Weighed:
     and their positions best first (total, then node name).
 
     The full order is sorted only when asked (`order`): a cycle needs just the best (`best`), which
-    is a maximum, not a sort."""
+    is a maximum, not a sort. The per-plugin scores may come as a function, called when first asked
+    (a batched cycle adds cached totals and asks the plugins' scores only for its best nodes)."""
 
-    __slots__ = ("_order", "_ranks", "per_plugin", "slots", "totals")
+    __slots__ = ("_order", "_per_plugin", "_ranks", "_scores_at", "slots", "totals")
 
     def __init__(
-        self, slots: np.ndarray, totals: np.ndarray, per_plugin: list[tuple[str, np.ndarray | None]],
-        ranks: np.ndarray,
+        self, slots: np.ndarray, totals: np.ndarray,
+        per_plugin: list[tuple[str, np.ndarray | None]] | Callable[[], list[tuple[str, np.ndarray | None]]],
+        ranks: np.ndarray, scores_at: Callable[[int], dict[str, int]] | None = None,
     ) -> None:
         self.slots = slots
         self.totals = totals
-        self.per_plugin = per_plugin
+        self._per_plugin = per_plugin
         self._ranks = ranks  # every slot's node-name rank (ties go to the smaller name)
         self._order: np.ndarray | None = None
+        #: the per-plugin scores of one candidate, without the others' (with `per_plugin` a function)
+        self._scores_at = scores_at
+
+    @property
+    def per_plugin(self) -> list[tuple[str, np.ndarray | None]]:
+        """(plugin name, its normalised scores per candidate, None where it does not apply)."""
+        if callable(self._per_plugin):
+            self._per_plugin = self._per_plugin()
+        return self._per_plugin
 
     @property
     def order(self) -> np.ndarray:
@@ -125,11 +137,11 @@ class Weighed:
 
     def node_score(self, cluster: ClusterState, i: int) -> NodeScore:
         """The `i`-th candidate (a position in `slots`) as a NodeScore."""
-        return NodeScore(
-            node=cluster.names[self.slots[i]],
-            total=int(self.totals[i]),
-            plugins={name: 0 if scores is None else int(scores[i]) for name, scores in self.per_plugin},
-        )
+        if self._scores_at is not None and callable(self._per_plugin):
+            plugins = self._scores_at(int(i))
+        else:
+            plugins = {name: 0 if scores is None else int(scores[i]) for name, scores in self.per_plugin}
+        return NodeScore(node=cluster.names[self.slots[i]], total=int(self.totals[i]), plugins=plugins)
 
 
 @dataclass(slots=True)
@@ -268,8 +280,13 @@ class Scheduler:
     """Runs scheduling cycles; holds kube-scheduler's rotating start index across pods, and the pods
     waiting on Permit."""
 
-    def __init__(self) -> None:
+    def __init__(self, batching: bool = True) -> None:
         self.next_start_index = 0
+        #: opportunistic batching (placer.engine.batching): a pod signed as one decided before
+        #: reuses its work; the decisions are the same without (False: every cycle in full)
+        self.batching = batching
+        self.batched_pods = 0  # cycles that reused a batch (kube's batchedPods)
+        self._batches = Batches()
         self.waiting = WaitingPods()
         # the Permit plugin instances holding pods now (with how many), and who holds each pod
         self._holders: dict[int, tuple[PermitPlugin[Any], int]] = {}
@@ -294,6 +311,18 @@ class Scheduler:
         # pods nominated to nodes with this pod's priority or more hold their room (kube runs the
         # filters with them and without them: a node must pass both)
         nominated = cluster.nominated_against(pod) if cluster.nominated else []
+        signed = None
+        if self.batching and placement is None and not nominated and not self._nominated(pod, cluster):
+            signed = self._batches.sign(profile, pod, cluster)
+            batch = None if signed is None else self._batches.serving(profile, signed[1], pod, cluster)
+            if batch is not None:
+                slots = self._nodes_to_score(batch.feasible, profile, cluster, all_nodes, pod)
+                if slots.size:
+                    weighed = self._weigh_batched(pod, profile, cluster, slots, batch)
+                    self._decide(cluster, slots, decision, top, weighed)
+                    self.batched_pods += 1
+                    return decision
+                # no node fits: the full cycle finds why
         with cluster.with_pods(nominated) if nominated else _AS_IT_IS:
             pod_reason, narrowed = self._pre_filter(pod, profile, cluster, decision)
             # the nodes to evaluate: all, or those the PreFilters named and the pod's nominated node
@@ -313,8 +342,26 @@ class Scheduler:
             with cluster.with_pods(nominated):
                 self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within)
             return decision
-        self._score(pod, profile, cluster, slots, decision, top)
+        if signed is None or narrowed is not None:
+            self._decide(cluster, slots, decision, top, self.weigh(pod, profile, cluster, slots))
+            return decision
+        raw: list[np.ndarray | None] = []
+        self._decide(cluster, slots, decision, top, self.weigh(pod, profile, cluster, slots, raw))
+        assert feasible is not None
+        self._batches.keep(profile, Batch(*signed, cluster, feasible, slots, raw))
         return decision
+
+    @staticmethod
+    def _nominated(pod: PodInfo, cluster: ClusterState) -> bool:
+        """Whether the pod is nominated to a node (its cycle tries that node first)."""
+        return bool(pod.nominated_node) or pod.key in cluster.nominated
+
+    @staticmethod
+    def _weigh_batched(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray,
+                       batch: Batch) -> Weighed:
+        """`weigh` from the batch: the same totals, each plugin's scores worked out only if asked."""
+        totals, per_plugin, scores_at = batch.weigh(pod, profile, cluster, slots)
+        return Weighed(slots, totals, per_plugin, cluster.name_rank(), scores_at)
 
     @staticmethod
     def _pre_filter(
@@ -500,11 +547,9 @@ class Scheduler:
 
         return EvictionCheck(slots, passes, terms, node_fits)
 
-    @classmethod
-    def _score(
-        cls, pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int
-    ) -> None:
-        weighed = cls.weigh(pod, profile, cluster, slots)
+    @staticmethod
+    def _decide(cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int, weighed: Weighed) -> None:
+        """The best of the scored candidates `slots`, with the `top` best scores."""
         best = weighed.best()
         decision.node = cluster.names[slots[best]]
         decision.weighed = weighed
@@ -515,17 +560,24 @@ class Scheduler:
             decision.top = [weighed.node_score(cluster, i) for i in weighed.order[:top]]
 
     @staticmethod
-    def weigh(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray) -> Weighed:
+    def weigh(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray,
+              raw: list[np.ndarray | None] | None = None) -> Weighed:
         """Every score plugin on the candidate `slots`, normalised and weighted, and the candidates
-        best first; shared with `placer explain`, which scores nodes the cycle would not pick."""
+        best first; shared with `placer explain`, which scores nodes the cycle would not pick.
+        `raw`, if given, gets each plugin's raw scores (None where it does not apply)."""
         totals = np.zeros(slots.size, dtype=np.int64)
         per_plugin: list[tuple[str, np.ndarray | None]] = []
         for plugin, weight in profile.scores:
             if plugin.pre_score(pod, cluster):
-                scores = plugin.normalize(plugin.score(pod, cluster, slots))
+                values = plugin.score(pod, cluster, slots)
+                if raw is not None:
+                    raw.append(values)
+                scores = plugin.normalize(values)
                 totals += scores if weight == 1 else weight * scores
                 per_plugin.append((plugin.name, scores))
             else:  # the plugin does not apply: 0 on every node
+                if raw is not None:
+                    raw.append(None)
                 per_plugin.append((plugin.name, None))
         return Weighed(slots, totals, per_plugin, cluster.name_rank())
 

@@ -191,6 +191,9 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         if why is not None:
             return f"preemption: {why}"
         candidates = context.candidates
+        if not len(candidates):  # no node where evicting pods could help: nothing to dry-run
+            message = fit_error_message(context.all_nodes, Counter({NOT_HELPFUL: context.all_nodes}))
+            return f"preemption: {message}"
         budgets = [b for _, _, b in cluster.catalog.items("PodDisruptionBudget")]
         if context.evictions is not None:
             check = context.evictions()

@@ -131,7 +131,9 @@ from placer.engine.extended_resources import (
     special_claim,
 )
 from placer.engine.framework import (
+    BATCH_NONE,
     JSON_PATCH,
+    UNSIGNABLE,
     ClusterEvent,
     FilterPlugin,
     NoArgs,
@@ -566,6 +568,7 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     # profile's filter and score instances. Pods on nodes do not change it (devices are in the
     # catalog), so Reserve, after the pod was assumed, reuses what Filter found.
     _last: ClassVar[tuple[object, object, tuple[int, int], _Plan] | None] = None
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not concern)
 
     # -------------------------------------------------------------- the plan
 
@@ -778,6 +781,10 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     def _concerns(pod: PodInfo, cluster: ClusterState) -> bool:
         """Whether the pod has claims, or extended resources a DeviceClass may back."""
         return bool(pod.resource_claims) or bool(pod.extended_containers and backed_requests(pod, cluster.catalog))
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod it does not concern (kube: "pods with dra resource claims are not signable")."""
+        return UNSIGNABLE if self._concerns(pod, cluster) else None
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
         if not self._concerns(pod, cluster):

@@ -48,6 +48,9 @@ class NodePorts(FilterPlugin[NoArgs]):
     events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.NODE, ClusterEvent.POD_DELETE})
     resolvable: ClassVar[bool] = True  # evicting the holder frees the port
 
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return pod.host_ports  # against the ports of each node's own pods (BATCH_NODE)
+
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if not pod.host_ports:
             return None

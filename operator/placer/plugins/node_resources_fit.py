@@ -61,6 +61,7 @@ from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState, PodRecord
 from placer.engine.extended_resources import backed_requests, dra_totals
 from placer.engine.framework import (
     MAX_NODE_SCORE,
+    UNSIGNABLE,
     ClusterEvent,
     EvictionTerms,
     FilterPlugin,
@@ -244,6 +245,32 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
     ) -> np.ndarray:
         """Per row and column: the resource is left to DynamicResources there (backed, none allocatable)."""
         return (cluster.allocatable[rows][:, columns] <= 0) & np.asarray(backed, dtype=bool)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """The requests it checks and scores, against each node's own pods (BATCH_NODE); a pod asking
+        for an extended resource a DeviceClass backs is not signed (kube: "signature disabled when
+        dra extended resources are used in the cluster")."""
+        if backed_requests(pod, cluster.catalog):
+            return UNSIGNABLE
+        return pod.fit_requests, pod.requests, pod.score_cpu, pod.score_memory
+
+    def filter_at(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
+        """`filter` on `slots` only (no DeviceClass backs what the pod asks: it is signed)."""
+        columns, amounts, backed = self._requests(pod, cluster)
+        if backed:
+            return self.filter(pod, cluster)[slots]
+        allocatable, requested = cluster.allocatable, cluster.requested
+        if len(slots) == 1:  # (the usual: the node the previous pod went to) without array calls
+            slot = int(slots[0])
+            fits = bool(requested[slot, PODS] < allocatable[slot, PODS]) and all(
+                allocatable[slot, column] - requested[slot, column] >= amount
+                for column, amount in zip(columns, amounts, strict=True)
+            )
+            return np.array([fits])
+        fits = requested[:, PODS].take(slots) < allocatable[:, PODS].take(slots)
+        for column, amount in zip(columns, amounts, strict=True):
+            fits &= allocatable[:, column].take(slots) - requested[:, column].take(slots) >= amount
+        return fits
 
     def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
         """kube's isSchedulableAfterPodEvent: a placed pod updated helps only when it gave back some
