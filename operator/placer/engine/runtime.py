@@ -12,7 +12,9 @@ makes few: the scan for the nodes to score looks at the next `2 x (wanted + 1)` 
 node-tree order first (the whole round only when they hold too few feasible ones); the winner is
 the highest total with the smallest node name among its ties, a maximum rather than a sort (the
 full order is sorted only when asked: `--top`, explain); the filters' masks are ANDed without
-copies, and a cycle with no nominated pods skips that bookkeeping.
+copies, and a cycle with no nominated pods skips that bookkeeping. A pod signed as one decided
+before reuses that cycle's work (opportunistic batching, `placer.engine.batching`), with the same
+decision.
 """
 
 from __future__ import annotations
