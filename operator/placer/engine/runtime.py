@@ -332,7 +332,8 @@ class Scheduler:
             within = None if narrowed is None else self._with_nominated(narrowed.allowed, pod, cluster)
             if placement is not None:
                 within = placement if within is None else within & placement
-            feasible = None if pod_reason is not None else self._filter(pod, profile, cluster, within)
+            masks: list[np.ndarray | None] = []  # each filter's, as far as the first pass went
+            feasible = None if pod_reason is not None else self._filter(pod, profile, cluster, within, masks)
         if feasible is not None and nominated and feasible.any():
             feasible &= self._filter(pod, profile, cluster, within)
         allowed = None if narrowed is None else narrowed.allowed
@@ -341,8 +342,8 @@ class Scheduler:
         slots = np.empty(0, dtype=np.int64) if feasible is None else self._nodes_to_score(
             feasible, profile, cluster, all_nodes, pod, allowed)
         if slots.size == 0:
-            with cluster.with_pods(nominated):
-                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within)
+            with cluster.with_pods(nominated):  # (as in the first pass: its masks hold)
+                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within, masks)
             return decision
         if signed is None or narrowed is not None:
             self._decide(cluster, slots, decision, top, self.weigh(pod, profile, cluster, slots))
@@ -401,11 +402,16 @@ class Scheduler:
         return within
 
     @staticmethod
-    def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None) -> np.ndarray:
+    def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None,
+                masks: list[np.ndarray | None] | None = None) -> np.ndarray:
+        """The nodes every filter lets the pod onto (`masks`, if given, gets each filter's answer,
+        in order, as far as they were asked: no node left ends the pass)."""
         present = cluster.present[: cluster.size]
         feasible = None if within is None else present & within
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
+            if masks is not None:
+                masks.append(mask)
             if mask is not None:
                 if feasible is None:
                     feasible = present & mask  # (a new array: masks are the plugins', read only)
@@ -418,14 +424,16 @@ class Scheduler:
     def _unschedulable(
         self, pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision, all_nodes: int,
         pod_reason: str | None, narrowed: Narrowed | None = None, within: np.ndarray | None = None,
+        masks: Sequence[np.ndarray | None] = (),
     ) -> None:
         """kube's FitError, then the PostFilter plugins (preemption) with what it found. Nodes a
-        PreFilterResult left out count as its reason, and preemption does not try them."""
+        PreFilterResult left out count as its reason, and preemption does not try them. `masks`:
+        the first filters' answers, as the cycle found them on this cluster."""
         if pod_reason is not None:
             decision.message = fit_error_message(all_nodes, Counter(), pod_reason)
             candidates = np.empty(0, dtype=np.int64)
         else:
-            reasons, rejected_by, resolvable = self._failure_reasons(pod, profile, cluster, within)
+            reasons, rejected_by, resolvable = self._failure_reasons(pod, profile, cluster, within, masks)
             if narrowed is not None and within is not None:
                 left_out = all_nodes - int(np.count_nonzero(within))
                 if left_out > 0:
@@ -718,6 +726,9 @@ class Scheduler:
             count = int(order.size)
             if count == 0:
                 return order
+        if not feasible.size or not feasible[feasible.argmax()]:  # no node fits: every one examined
+            self.next_start_index = (self.next_start_index + count) % all_nodes
+            return order[:0]
         start = self.next_start_index % count
         wanted = nodes_to_find(profile.percentage_of_nodes_to_score, count)
         window = 2 * (wanted + 1)
@@ -744,19 +755,24 @@ class Scheduler:
 
     @staticmethod
     def _failure_reasons(
-        pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None
+        pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None,
+        masks: Sequence[np.ndarray | None] = (),
     ) -> tuple[Counter[str], list[FilterPlugin], np.ndarray]:
         """Each node's reasons come from the first filter that rejected it (kube stops at a node's
         first failing plugin); also which filters did, and per slot whether evicting pods may undo
-        its rejection (what preemption may try). Only the nodes `within` are looked at, if given."""
+        its rejection (what preemption may try). Only the nodes `within` are looked at, if given.
+        The first filters' answers may be given (`masks`: the cycle's); the filters after the one
+        that left no node are not asked (they reject none of them)."""
         remaining = cluster.present[: cluster.size].copy()
         if within is not None:
             remaining &= within
         reasons: Counter[str] = Counter()
         rejected_by: list[FilterPlugin] = []
         resolvable = np.zeros(cluster.size, dtype=bool)
-        for plugin in profile.filters:
-            mask = plugin.filter(pod, cluster)
+        for index, plugin in enumerate(profile.filters):
+            if not remaining.size or not remaining[remaining.argmax()]:  # no node left (argmax: the first True)
+                break
+            mask = masks[index] if index < len(masks) else plugin.filter(pod, cluster)
             if mask is None:
                 continue
             rejected = np.flatnonzero(remaining & ~mask)

@@ -355,25 +355,29 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
         """kube v1.36 marks a node Unresolvable where the pod asks more of a resource than the node
         has at all: evicting its pods cannot help there ("Too many pods" always may)."""
         columns, amounts, backed = self._requests(pod, cluster)
-        if not columns:
-            return np.ones(len(rejected), dtype=bool)
-        too_big = cluster.allocatable[np.ix_(rejected, columns)] < np.asarray(amounts, dtype=np.int64)
-        if backed:
-            too_big &= ~self._delegated(cluster, rejected, columns, backed)
-        return ~too_big.any(axis=1)
+        resolvable = np.ones(len(rejected), dtype=bool)
+        allocatable = cluster.allocatable
+        for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
+            held = allocatable[:, column].take(rejected)
+            too_big = held < amount
+            if backed and backed[i]:
+                too_big &= held > 0  # left to DynamicResources where the node has none
+            resolvable &= ~too_big
+        return resolvable
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
         counts: Counter[str] = Counter()
-        full = cluster.requested[rejected, PODS] >= cluster.allocatable[rejected, PODS]
-        if full.any():
-            counts["Too many pods"] = int(full.sum())
+        allocatable, requested = cluster.allocatable, cluster.requested
+        full = int(np.count_nonzero(requested[:, PODS].take(rejected) >= allocatable[:, PODS].take(rejected)))
+        if full:
+            counts["Too many pods"] = full
         columns, amounts, backed = self._requests(pod, cluster)
         for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
-            free = cluster.allocatable[rejected, column] - cluster.requested[rejected, column]
-            short_rows = free < amount
+            held = allocatable[:, column].take(rejected)
+            short_rows = held - requested[:, column].take(rejected) < amount
             if backed and backed[i]:
-                short_rows &= cluster.allocatable[rejected, column] > 0
-            short = int(short_rows.sum())
+                short_rows &= held > 0
+            short = int(np.count_nonzero(short_rows))
             if short:
                 counts[f"Insufficient {cluster.resources[column]}"] = short
         return counts
