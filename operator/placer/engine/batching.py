@@ -44,10 +44,11 @@ from placer.engine.profile import Profile
 __all__ = ["Batch", "BatchPlan", "Batches", "batch_plan"]
 
 _SETTLE = 3  # pods a batch serves before the scores no pod changes are worked out on every node
-# a profile whose last _IDLE batches served no pod (a varied workload: signing is only cost there)
-# signs one pod in _SAMPLE until one does
+# a profile whose last _IDLE batches served fewer than two pods (a varied workload: signing and
+# making columns are only cost there) signs one pod in _SAMPLE until one serves more
 _IDLE = 32
 _SAMPLE = 8
+_PROFILES = 64  # profiles a scheduler keeps batches for
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,7 @@ class Batch:
         self.feasible = feasible
         self.applies = tuple([values is not None for values in raw])
         self._seed: tuple[np.ndarray, list[np.ndarray | None]] | None = (slots, raw)
-        self.served = False  # whether it served a pod yet
+        self.served = 0  # pods it served
         self.sync(cluster)
 
     def _build(self, pod: PodInfo, profile: Profile, cluster: ClusterState) -> None:
@@ -338,43 +339,64 @@ class Batch:
         return column[slots]
 
 
+class _Profile:
+    """A profile's plan, its batch, and how many batches in a row served fewer than two pods."""
+
+    __slots__ = ("batch", "idle", "plan")
+
+    def __init__(self, plan: BatchPlan) -> None:
+        self.plan = plan
+        self.batch: Batch | None = None
+        self.idle = 0
+
+
+Signed = tuple[_Profile, tuple[object, ...]]
+
+
 class Batches:
     """A scheduler's batches, one per profile (the last pod decided in full that could be signed),
-    and when to sign at all: a profile whose batches keep serving no pod signs only a sample of its
-    pods until one is served again (signing costs a few microseconds a pod; the decisions are the
-    same either way)."""
+    and when to sign at all: a profile whose batches keep serving fewer than two pods signs only a
+    sample of its pods until one serves more (signing costs a few microseconds a pod, a batch's
+    columns about a cycle; the decisions are the same either way)."""
 
     def __init__(self) -> None:
-        self._batches: weakref.WeakKeyDictionary[Profile, Batch] = weakref.WeakKeyDictionary()
-        self._idle: weakref.WeakKeyDictionary[Profile, int] = weakref.WeakKeyDictionary()
+        # id(profile) -> (profile, its state): a plain dict, asked for every pod (a profile replaced
+        # stays until a few more are: the dict is emptied past _PROFILES)
+        self._profiles: dict[int, tuple[Profile, _Profile]] = {}
         self._skipped = 0
 
-    def sign(
-        self, profile: Profile, pod: PodInfo, cluster: ClusterState
-    ) -> tuple[BatchPlan, tuple[object, ...]] | None:
-        """The profile's plan and the pod's signature; None when the pod is not to be batched."""
-        if self._idle.get(profile, 0) >= _IDLE:
+    def sign(self, profile: Profile, pod: PodInfo, cluster: ClusterState) -> Signed | None:
+        """The pod's signature, with its profile's batching state; None when it is not batched."""
+        entry = self._profiles.get(id(profile))
+        if entry is None or entry[0] is not profile:
+            if len(self._profiles) >= _PROFILES:
+                self._profiles.clear()
+            state = _Profile(batch_plan(profile))
+            self._profiles[id(profile)] = (profile, state)
+        elif (state := entry[1]).idle >= _IDLE:
             self._skipped += 1
             if self._skipped % _SAMPLE:
                 return None
-        plan = batch_plan(profile)
-        signature = plan.sign(pod, cluster)
-        return None if signature is None else (plan, signature)
+        signature = state.plan.sign(pod, cluster)
+        return None if signature is None else (state, signature)
 
-    def serving(self, profile: Profile, signature: tuple[object, ...], pod: PodInfo,
-                cluster: ClusterState) -> Batch | None:
+    @staticmethod
+    def serving(signed: Signed, pod: PodInfo, profile: Profile, cluster: ClusterState) -> Batch | None:
         """The profile's batch if it serves this pod now (`Batch.serves`)."""
-        batch = self._batches.get(profile)
+        state, signature = signed
+        batch = state.batch
         if batch is None or not batch.serves(signature, pod, profile, cluster):
             return None
-        if not batch.served:
-            batch.served = True
-            self._idle[profile] = 0
+        batch.served += 1
+        if batch.served == 2:  # (one pod served does not pay for making the batch's columns)
+            state.idle = 0
         return batch
 
-    def keep(self, profile: Profile, batch: Batch) -> None:
-        """A full cycle's work, for the pods of its signature that come next."""
-        replaced = self._batches.get(profile)
-        if replaced is not None and not replaced.served:
-            self._idle[profile] = self._idle.get(profile, 0) + 1
-        self._batches[profile] = batch
+    @staticmethod
+    def keep(signed: Signed, cluster: ClusterState, feasible: np.ndarray, slots: np.ndarray,
+             raw: list[np.ndarray | None]) -> None:
+        """A full cycle's work (`Batch`), for the pods of its signature that come next."""
+        state, signature = signed
+        if state.batch is not None and state.batch.served < 2:
+            state.idle += 1
+        state.batch = Batch(state.plan, signature, cluster, feasible, slots, raw)

@@ -316,7 +316,7 @@ class Scheduler:
         signed = None
         if self.batching and placement is None and not nominated and not self._nominated(pod, cluster):
             signed = self._batches.sign(profile, pod, cluster)
-            batch = None if signed is None else self._batches.serving(profile, signed[1], pod, cluster)
+            batch = None if signed is None else self._batches.serving(signed, pod, profile, cluster)
             if batch is not None:
                 slots = self._nodes_to_score(batch.feasible, profile, cluster, all_nodes, pod)
                 if slots.size:
@@ -351,7 +351,7 @@ class Scheduler:
         raw: list[np.ndarray | None] = []
         self._decide(cluster, slots, decision, top, self.weigh(pod, profile, cluster, slots, raw))
         assert feasible is not None
-        self._batches.keep(profile, Batch(*signed, cluster, feasible, slots, raw))
+        self._batches.keep(signed, cluster, feasible, slots, raw)
         return decision
 
     @staticmethod
