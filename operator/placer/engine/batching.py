@@ -16,9 +16,13 @@ What a batch holds, for one profile and one signature (`Batch`):
 - `feasible`: every node's verdict of all the filters, and `passes`, that of the filters whose
   answers no pod changes (`Plugin.batch_reach` BATCH_NONE: taints, node affinity, ...): a node
   whose pods changed is asked again of the others only (`FilterPlugin.filter_at`);
-- per score plugin that applies (its PreScore), the raw score of each node asked so far: a cycle
-  computes only those of its nodes to score that were never asked, or whose pods changed (for
-  BATCH_NODE plugins), then normalises and weighs as the full cycle does.
+- per score plugin that applies (its PreScore), the raw score of each node asked so far (those
+  whose pods changed forgotten, for BATCH_NODE plugins); for the plugins that normalise each node
+  alone (the default `normalize`), their weighted sum per node (`total`): a cycle adds the cached
+  sums of its nodes to score, computing the missing ones (with every node whose pods changed
+  since, together), and normalises the other plugins' raw scores over its candidates as the full
+  cycle does (a plugin whose raw score is the same on every node: its normalised scores kept per
+  number of candidates).
 
 A batch serves while the cluster changed only by pods counted or uncounted
 (`ClusterState.pod_changes_since`: no node, metrics, catalog object or nomination), none of which a
