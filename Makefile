@@ -40,11 +40,14 @@ demo: install ## set up and run `placer simulate` on the bundled sample cluster
 
 bench: bench-engine bench-preemption bench-gang bench-simulate bench-e2e bench-shadow bench-soak ## all benchmarks: engine alone, preemption, a gang, simulate, end to end, shadow profile cost, soak with faults
 
-bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, medians of 5 runs
-	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
+bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, synthetic and kube's scheduler_perf pods, with and without opportunistic batching, medians of 5 runs
+	$(PY) bench/engine_bench.py --runs 5 --workloads plain,relations,claims,kube-basic,kube-nodeaffinity \
+		--batching both --json bench/results/engine.json
 
-bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, medians of 5
+bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, then kube's PreemptionBasic at 5,000 nodes (CPU per preemptor along the workload), medians of 5 and 3
 	$(PY) bench/preemption_bench.py --runs 5 --json bench/results/preemption.json
+	$(PY) bench/preemption_bench.py --shape basic --nodes 5000 --runs 3 --preemptors 10 \
+		--json bench/results/preemption-basic-5000.json
 
 bench-gang: install ## a gang of 100 pods decided on 1,000 nodes (and the same pods one by one), medians of 5
 	$(PY) bench/gang_bench.py --runs 5 --json bench/results/gang.json

@@ -225,3 +225,20 @@ def test_a_binding_elsewhere_or_with_changes_is_parsed(monkeypatch: pytest.Monke
     assert cpu_requested(state, "n1") == 1000 and cpu_requested(state, "n2") == 1000
     assert state.cluster.pods["default/b"].pod.labels == {"app": "new"}
     assert not any(record.assumed for record in state.cluster.pods.values())
+
+
+def test_a_victims_disruption_condition_reaches_the_cache_after_its_deletion_began() -> None:
+    """kube patches DisruptionTarget before deleting a victim, but the watch may bring the deleting
+    copy first: the condition's later copy is still taken (a preemptor waits only for a scheduler's
+    victim terminating on its node)."""
+    state = unit_state()
+    state.cache.observe_node(node("n1"))
+    victim = pod("v", node_name="n1", cpu="1", rv=10)
+    victim["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:05Z"
+    state.cache.observe_pod(victim)
+    assert state.cluster.pods["default/v"].pod.deleting and not state.cluster.pods["default/v"].pod.preempted
+    marked = json.loads(json.dumps(victim))
+    marked["metadata"]["resourceVersion"] = "11"
+    marked["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    state.cache.observe_pod(marked)
+    assert state.cluster.pods["default/v"].pod.preempted

@@ -150,7 +150,9 @@ from placer.engine.extended_resources import (
     special_claim,
 )
 from placer.engine.framework import (
+    BATCH_NONE,
     JSON_PATCH,
+    UNSIGNABLE,
     ClusterEvent,
     FilterPlugin,
     NoArgs,
@@ -736,6 +738,7 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     clock: Callable[[], float] = staticmethod(time.time)
     #: a fresh share ID for each share of a device this scheduler allocates
     new_share_id: Callable[[], str] = staticmethod(_new_share_id)
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not concern)
 
     # -------------------------------------------------------------- the plan
 
@@ -962,6 +965,10 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     def _concerns(pod: PodInfo, cluster: ClusterState) -> bool:
         """Whether the pod has claims, or extended resources a DeviceClass may back."""
         return bool(pod.resource_claims) or bool(pod.extended_containers and backed_requests(pod, cluster.catalog))
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod it does not concern (kube: "pods with dra resource claims are not signable")."""
+        return UNSIGNABLE if self._concerns(pod, cluster) else None
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
         if not self._concerns(pod, cluster):

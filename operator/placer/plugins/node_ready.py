@@ -22,13 +22,18 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, NoArgs
+from placer.engine.framework import BATCH_NONE, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo
 
 
 class NodeReady(FilterPlugin[NoArgs]):
     name: ClassVar[str] = "NodeReady"
     reason: ClassVar[str] = "node(s) were not ready"
+
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return None  # the node's readiness alone
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         return cluster.ready[: cluster.size]

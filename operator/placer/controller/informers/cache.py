@@ -95,6 +95,7 @@ def _accounting_differs(a: PodInfo, b: PodInfo) -> bool:
         or a.labels != b.labels
         or a.uid != b.uid
         or a.deleting != b.deleting  # spreading does not count pods being deleted
+        or a.preempted != b.preempted  # a scheduler's victim holds its preemptor back (DisruptionTarget)
     )
 
 
