@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from placer.controller.state import SchedulerState
 from placer.controller.transport import ApiError, ConfigError, KubeClient, ProxyError
 from placer.plugins import log_plugins
 
-__all__ = ["LogfmtFormatter", "configure_logging", "operate", "run"]
+__all__ = ["GC_THRESHOLDS", "LogfmtFormatter", "configure_logging", "operate", "run", "tune_collector"]
 
 logger = logging.getLogger("placer")
 
@@ -94,8 +95,23 @@ async def operate(
         await asyncio.shield(state.close())
 
 
+#: young collections every this many container allocations (the interpreter's default is 700)
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def tune_collector() -> None:
+    """The cyclic garbage collector set for a long-running service with a large heap (as GOGC is for
+    kube-scheduler): what the imports made lives as long as the process, so it is kept out of every
+    collection (`gc.freeze`), and young collections come every 50,000 allocations rather than 700:
+    decoding and filing a LIST of 5,000 pods (about 300,000 objects) took 0.34 s of CPU with the
+    defaults and 0.20 s so (0.18 s with no collection at all; min of 4 runs each, 2026-12-07)."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def run(namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbose: bool) -> int:
     """`placer run`: the operator until SIGTERM/SIGINT; 1 when it cannot start."""
+    tune_collector()
     configure_logging(verbose)
     options = Options(
         namespaces=tuple(namespaces), metrics_port=metrics_port, leader_elect=leader_elect, verbose=verbose
