@@ -10,11 +10,13 @@ reads them: binding starts with the first page, while the server prepares the ne
 of the namespace's unbound pods for those created later (stream mode). Pods go to the ready,
 schedulable nodes round-robin: the bindings are not valid placements (nothing is checked), so
 bench/real_bench.py does not audit this row; its rate is the ceiling a scheduler's own rate is
-read against ("Placer's rate as a share of the limit").
+read against ("Placer's rate as a share of the limit"). Pods a scheduler would not touch either
+are left alone: those with scheduling gates, and those being deleted. NAMESPACE "" reads and binds
+the pods of every namespace (bench/suite_bench.py: kube's suite spreads its pods over many).
 
 Run as its own process by bench/real_bench.py (its CPU and RSS are measured as a scheduler's):
 
-    python bench/limit_client.py KUBECONFIG NAMESPACE SCHEDULER_NAME
+    python bench/limit_client.py KUBECONFIG NAMESPACE SCHEDULER_NAME    (NAMESPACE "": every namespace)
 """
 
 from __future__ import annotations
@@ -54,20 +56,21 @@ def event(namespace: str, name: str, node: str) -> dict[str, Any]:
 
 async def run(kubeconfig: str, namespace: str, scheduler_name: str) -> None:
     kube = await KubeClient.connect(kubeconfig, pool_size=MAX_IN_FLIGHT + 8)
-    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-    seen: set[str] = set()
+    queue: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
+    seen: set[tuple[str, str]] = set()
 
     def offer(pod: Mapping[str, Any]) -> None:
         spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
-        name = meta.get("name")
-        if spec.get("schedulerName") == scheduler_name and not spec.get("nodeName") and name not in seen:
-            seen.add(name)
-            queue.put_nowait((name, meta.get("uid") or ""))
+        key = (meta.get("namespace") or namespace, meta.get("name") or "")
+        if (spec.get("schedulerName") == scheduler_name and not spec.get("nodeName") and key not in seen
+                and not spec.get("schedulingGates") and not meta.get("deletionTimestamp")):
+            seen.add(key)
+            queue.put_nowait((*key, meta.get("uid") or ""))
 
     cached = [("resourceVersion", "0")]  # the watch cache, as client-go's first LIST (no etcd scan)
     nodes, _ = await kube.list_objects("/api/v1/nodes", cached)
     names: Iterator[str] = itertools.cycle([n["metadata"]["name"] for n in nodes if schedulable(n)])
-    path = f"/api/v1/namespaces/{namespace}/pods"
+    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     unbound = [("fieldSelector", "spec.nodeName=")]
 
     async def follow() -> None:
@@ -81,16 +84,16 @@ async def run(kubeconfig: str, namespace: str, scheduler_name: str) -> None:
             async for change in kube.watch(path, query, connect_timeout=10, read_timeout=600):
                 obj = change.get("object") or {}
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                if change.get("type") == "ADDED":
+                if change.get("type") in ("ADDED", "MODIFIED"):  # MODIFIED: a gate lifted
                     offer(obj)
 
     async def worker() -> None:
         while True:
-            name, uid = await queue.get()
+            pod_namespace, name, uid = await queue.get()
             node = next(names)
-            outcome = await kube.bind(namespace, name, uid, node)
+            outcome = await kube.bind(pod_namespace, name, uid, node)
             if outcome.result.value == "bound":
-                await kube.create_event(namespace, event(namespace, name, node))
+                await kube.create_event(pod_namespace, event(pod_namespace, name, node))
 
     await asyncio.gather(follow(), *(worker() for _ in range(MAX_IN_FLIGHT)))
 

@@ -146,7 +146,7 @@ def main() -> int:
     kube_bin = args.kube_bin.resolve()
     lock = real_bench.hold_lock()  # noqa: F841 - one control plane at a time
     with tempfile.TemporaryDirectory(prefix="list-probe-") as tmp:
-        state = Path(tmp) / "control-plane"
+        state = real_bench.plane_state(Path(tmp) / "control-plane")
         try:
             kubeconfig = asyncio.run(fill(kube_bin, state, args.nodes, args.pods))
             os.environ.pop("HTTPS_PROXY", None)
