@@ -7,7 +7,8 @@ over Placer's own transport (`placer.controller.kube.KubeClient`, the leanest cl
 start-up is what any scheduler's is at the least too: a LIST of the nodes (from the watch cache,
 `resourceVersion=0`, as client-go's first LIST), then the pending pods in pages of 500 (as Placer
 reads them: binding starts with the first page, while the server prepares the next), then a watch
-of the namespace's unbound pods for those created later (stream mode). Pods go to the ready,
+of the namespace's unbound pods for those created later (stream mode). Started before there is
+any ready node, it lists them again until there is; the nodes it binds to are those of that LIST. Pods go to the ready,
 schedulable nodes round-robin: the bindings are not valid placements (nothing is checked), so
 bench/real_bench.py does not audit this row; its rate is the ceiling a scheduler's own rate is
 read against ("Placer's rate as a share of the limit"). Pods a scheduler would not touch either
@@ -32,6 +33,7 @@ from typing import Any
 from placer.controller.kube import KubeClient
 
 MAX_IN_FLIGHT = 64  # Placer's default binds in flight (Options.max_binds_in_flight) and more
+NODE_POLL_S = 0.2  # s between LISTs of the nodes while there is none ready
 
 
 def schedulable(node: Mapping[str, Any]) -> bool:
@@ -68,8 +70,13 @@ async def run(kubeconfig: str, namespace: str, scheduler_name: str) -> None:
             queue.put_nowait((*key, meta.get("uid") or ""))
 
     cached = [("resourceVersion", "0")]  # the watch cache, as client-go's first LIST (no etcd scan)
-    nodes, _ = await kube.list_objects("/api/v1/nodes", cached)
-    names: Iterator[str] = itertools.cycle([n["metadata"]["name"] for n in nodes if schedulable(n)])
+    while True:  # started before the workload's nodes exist (bench/suite_bench.py): wait for the first
+        nodes, _ = await kube.list_objects("/api/v1/nodes", cached)
+        ready = [n["metadata"]["name"] for n in nodes if schedulable(n)]
+        if ready:
+            break
+        await asyncio.sleep(NODE_POLL_S)
+    names: Iterator[str] = itertools.cycle(ready)
     path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     unbound = [("fieldSelector", "spec.nodeName=")]
 

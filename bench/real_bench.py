@@ -101,6 +101,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,19 +309,19 @@ class Api:
                    allow_missing: bool = False, allow_status: tuple[int, ...] = ()) -> Any:
         """One call; a 5xx or 429 (etcd hiccups on a loaded 2-core machine) is retried a few times.
         A 409 (and any of `allow_status`) returns the Status; a 404 returns None if `allow_missing`."""
-        data = None if body is None else json.dumps(body)
+        data = None if body is None else orjson.dumps(body)  # orjson: the loader's own CPU, on the same cores
         for attempt in range(5):
             async with self.session.request(method, self.server + path, data=data,
                                             headers={"Content-Type": content_type}) as response:
-                text = await response.text()
+                raw = await response.read()
                 if (response.status >= 500 or response.status == 429) and attempt < 4:
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue
                 if response.status == 404 and allow_missing:
                     return None
                 if response.status >= 300 and response.status != 409 and response.status not in allow_status:
-                    raise RuntimeError(f"{method} {path}: {response.status} {text[:300]}")
-                return json.loads(text) if text else None
+                    raise RuntimeError(f"{method} {path}: {response.status} {raw[:300].decode(errors='replace')}")
+                return orjson.loads(raw) if raw else None
         return None
 
     async def many(self, calls: list[tuple[str, str, Any, str]], concurrency: int = 32,
