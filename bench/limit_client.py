@@ -2,14 +2,16 @@
 with no decisions at all, as fast as the API server takes them.
 
 What a scheduler must do per pod at the least, on the same control plane and the same two cores:
-one POST pods/binding and one events.k8s.io/v1 `Scheduled` event, MAX_IN_FLIGHT calls in flight,
-over Placer's own transport (`placer.controller.kube.KubeClient`, the leanest client here). Its
+one POST pods/binding and one events.k8s.io/v1 `Scheduled` event, MAX_IN_FLIGHT bindings in flight
+and, apart from them (a binding does not wait for the event of the one before, as Placer's do not),
+EVENT_WORKERS events, over Placer's own transport (`placer.controller.kube.KubeClient`, the leanest
+client here). Its
 start-up is what any scheduler's is at the least too: a LIST of the nodes (from the watch cache,
 `resourceVersion=0`, as client-go's first LIST), then the pending pods in pages of 500 (as Placer
 reads them: binding starts with the first page, while the server prepares the next), then a watch
 of the namespace's unbound pods for those created later (stream mode). Started before there is
-any ready node, it lists them again until there is; the nodes it binds to are those of that LIST. Pods go to the ready,
-schedulable nodes round-robin: the bindings are not valid placements (nothing is checked), so
+any ready node, it lists them again until there is; the nodes it binds to are those of that LIST.
+Pods go to the ready, schedulable nodes round-robin: the bindings are not valid placements (nothing is checked), so
 bench/real_bench.py does not audit this row; its rate is the ceiling a scheduler's own rate is
 read against ("Placer's rate as a share of the limit"). Pods a scheduler would not touch either
 are left alone: those with scheduling gates, and those being deleted. NAMESPACE "" reads and binds
@@ -33,6 +35,7 @@ from typing import Any
 from placer.controller.kube import KubeClient
 
 MAX_IN_FLIGHT = 64  # Placer's default binds in flight (Options.max_binds_in_flight) and more
+EVENT_WORKERS = 16  # events in flight, apart from the bindings (Placer's report workers: 8)
 NODE_POLL_S = 0.2  # s between LISTs of the nodes while there is none ready
 
 
@@ -57,8 +60,9 @@ def event(namespace: str, name: str, node: str) -> dict[str, Any]:
 
 
 async def run(kubeconfig: str, namespace: str, scheduler_name: str) -> None:
-    kube = await KubeClient.connect(kubeconfig, pool_size=MAX_IN_FLIGHT + 8)
+    kube = await KubeClient.connect(kubeconfig, pool_size=MAX_IN_FLIGHT + EVENT_WORKERS + 8)
     queue: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
+    events: asyncio.Queue[tuple[str, str, str]] = asyncio.Queue()
     seen: set[tuple[str, str]] = set()
 
     def offer(pod: Mapping[str, Any]) -> None:
@@ -100,9 +104,15 @@ async def run(kubeconfig: str, namespace: str, scheduler_name: str) -> None:
             node = next(names)
             outcome = await kube.bind(pod_namespace, name, uid, node)
             if outcome.result.value == "bound":
-                await kube.create_event(pod_namespace, event(pod_namespace, name, node))
+                events.put_nowait((pod_namespace, name, node))
 
-    await asyncio.gather(follow(), *(worker() for _ in range(MAX_IN_FLIGHT)))
+    async def reporter() -> None:
+        while True:
+            pod_namespace, name, node = await events.get()
+            await kube.create_event(pod_namespace, event(pod_namespace, name, node))
+
+    await asyncio.gather(follow(), *(worker() for _ in range(MAX_IN_FLIGHT)),
+                         *(reporter() for _ in range(EVENT_WORKERS)))
 
 
 def main() -> int:

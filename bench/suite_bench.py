@@ -60,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -144,8 +145,9 @@ def metrics_delta(before: Mapping[tuple[str, str], float], after: Mapping[tuple[
                   histograms: Sequence[str] = KUBE_HISTOGRAMS,
                   counters: Sequence[str] = KUBE_COUNTERS) -> dict[str, list[dict[str, Any]]]:
     """What the series grew by between two scrapes, per family: a histogram's observations
-    (`count`), their total (`sum_s`) and mean (`mean_ms`), a counter's `value`; label sets that did
-    not grow are left out."""
+    (`count`), their total and mean (`sum_s` and `mean_ms` for durations, `sum` and `mean` for the
+    others, e.g. victims per preemption), a counter's `value`; label sets that did not grow are left
+    out."""
     out: dict[str, list[dict[str, Any]]] = {}
     for family in histograms:
         for (name, labels), count in sorted(after.items()):
@@ -155,8 +157,11 @@ def metrics_delta(before: Mapping[tuple[str, str], float], after: Mapping[tuple[
             if grown <= 0:
                 continue
             total = after.get((f"{family}_sum", labels), 0.0) - before.get((f"{family}_sum", labels), 0.0)
-            out.setdefault(family, []).append({"labels": rb._labels(labels), "count": grown, "sum_s": total,
-                                               "mean_ms": total / grown * 1000})
+            if family.endswith("_seconds"):
+                entry = {"count": grown, "sum_s": total, "mean_ms": total / grown * 1000}
+            else:  # a count per observation (victims, attempts)
+                entry = {"count": grown, "sum": total, "mean": total / grown}
+            out.setdefault(family, []).append({"labels": rb._labels(labels), **entry})
     for family in counters:
         for (name, labels), value in sorted(after.items()):
             grown = value - before.get((name, labels), 0.0)
@@ -838,9 +843,12 @@ async def one_run(plan: ps.Plan, which: str, mode: str, settings: Settings) -> d
             await rb.install_profile(api, kubeconfig)
             run = Run(plan, which, mode, settings, api, kubeconfig, state, workdir)
             return await run.run()
-        except (RunFailed, RuntimeError, aiohttp.ClientError, TimeoutError) as error:
+        except Exception as error:  # a run that fails is a row's finding: the suite goes on
             tail = run.log_tail(1500) if run is not None else ""
-            return {"error": f"{type(error).__name__}: {error}" + (f"\n{which} log tail:\n{tail}" if tail else "")}
+            where = "" if isinstance(error, RunFailed | RuntimeError | aiohttp.ClientError | TimeoutError) else (
+                "\n" + "".join(traceback.format_exception(error)[-3:]))  # a harness bug: where it broke
+            log = f"\n{which} log tail:\n{tail}" if tail else ""
+            return {"error": f"{type(error).__name__}: {error}{where}{log}"}
         finally:
             await api.close()
             if settings.logs is not None and (workdir / f"{which}.log").exists():
@@ -951,7 +959,8 @@ def main() -> int:
     if not args.list and not (args.kube_bin / "kube-apiserver").exists():
         parser.error(f"{args.kube_bin}: no kube-apiserver; --kube-bin (or $KUBE_BIN) is the folder of "
                      "../shared/realcluster/build.sh's binaries")
-    version = rb.kube_version(args.kube_bin.resolve()) if not args.list else "v1.36"
+    binaries = (args.kube_bin / "kube-apiserver").exists()
+    version = rb.kube_version(args.kube_bin.resolve()) if binaries else "v1.36"  # --list without them: v1.36
     minor = int(version.split(".")[1])
     defaults = ps.feature_defaults(source.read(ps.FEATURES_FILE), minor)
     names = list(suite) if args.workloads == ["all"] else args.workloads
@@ -970,7 +979,7 @@ def main() -> int:
         try:
             choice = ps.choose(case, size, defaults, args.scale, entry)
             plan = ps.build_plan(source, choice)
-        except ps.Unsupported as error:
+        except (ps.Unsupported, ps.SuiteError) as error:  # SuiteError: kube's files malformed for this case
             row = {"test_case": name, "workload": entry or "-", "nodes": size, "mode": "-", "skipped": str(error)}
             summary["rows"].append(row)
             print_row(row)

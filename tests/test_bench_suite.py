@@ -458,6 +458,8 @@ def _page(filter_count: int, filter_sum: float, attempts: int) -> str:
         f'{EXTENSION}_sum{{extension_point="Score",profile="p",status="Success"}} 0.5',
         f'{EXTENSION}_count{{extension_point="Score",profile="p",status="Success"}} 100',
         f'scheduler_schedule_attempts_total{{profile="p",result="scheduled"}} {attempts}',
+        f"scheduler_preemption_victims_sum {attempts * 3}",
+        f"scheduler_preemption_victims_count {attempts}",
         'scheduler_pending_pods{queue="active"} 7',
     ])
 
@@ -473,6 +475,7 @@ def test_kube_metrics_over_the_measurement() -> None:
     assert filter_point["count"] == 1000 and filter_point["mean_ms"] == pytest.approx(1.0)
     assert delta["scheduler_schedule_attempts_total"] == [{"labels": {"profile": "p", "result": "scheduled"},
                                                            "value": 1000}]
+    assert delta["scheduler_preemption_victims"] == [{"labels": {}, "count": 1000, "sum": 3000, "mean": 3.0}]
     fresh = sb.metrics_delta({}, after)  # a fresh process (mode waiting): everything it did
     assert {p["labels"]["extension_point"] for p in fresh[EXTENSION]} == {"Filter", "Score"}
 
