@@ -135,7 +135,7 @@ def main() -> int:
         real_bench.precompile(tree)
     lock = real_bench.hold_lock()  # noqa: F841 - one control plane at a time
     with tempfile.TemporaryDirectory(prefix="first-binding-") as tmp:
-        state = Path(tmp) / "control-plane"
+        state = real_bench.plane_state(Path(tmp) / "control-plane")
         try:
             results = asyncio.run(rounds(kube_bin, state, Path(tmp), args))
         finally:
