@@ -29,6 +29,18 @@ $(STAMP): pyproject.toml $(PLUGIN_EXAMPLE)/pyproject.toml $(PLUGIN_EXAMPLE)/plac
 
 install: $(STAMP) ## create .venv and install Placer with its test tools
 
+# What the image installs (the Dockerfile: the lock, then Placer's wheel; no test tools, no example
+# plugin): the real-plane benchmarks run `placer run` from here, so its start-up is the shipped one
+RUN_VENV := .venv-run
+RUN_STAMP := $(RUN_VENV)/.installed
+$(RUN_STAMP): pyproject.toml requirements.lock $(shell find operator -name '*.py' -not -name '*_test.py')
+	$(PYTHON) -m venv $(RUN_VENV)
+	$(RUN_VENV)/bin/pip install --quiet --upgrade pip
+	$(RUN_VENV)/bin/pip install --quiet --no-deps -r requirements.lock
+	$(RUN_VENV)/bin/pip install --quiet --no-deps --force-reinstall .
+	$(RUN_VENV)/bin/python -m compileall -q $(RUN_VENV)/lib > /dev/null
+	@touch $@
+
 test: install ## set up and run the whole test suite
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
@@ -109,14 +121,14 @@ space := $(empty) $(empty)
 suite_json = bench/results/suite-$(REAL_VERSION)-$(subst $(space),-,$(strip $(1)))$(if $(filter-out 1,$(SUITE_SCALE)),-x$(SUITE_SCALE)).json
 SUITE = $(PY) bench/suite_bench.py --kube-bin $(KUBE_BIN) --kube-source $(KUBE_SOURCE) --modes $(SUITE_MODES) \
 	--runs $(SUITE_RUNS) --scale $(SUITE_SCALE)
-bench-real: install ## kube's own performance suite (scheduler_perf from KUBE_SOURCE) on a real v1.36 plane: Placer vs kube-scheduler vs the limit row, both creation modes; all at 500 nodes, SchedulingBasic and PreemptionBasic at 5,000 too (about 3 h on 2 cores; SUITE_* variables, docs/performance.md)
+bench-real: install $(RUN_STAMP) ## kube's own performance suite (scheduler_perf from KUBE_SOURCE) on a real v1.36 plane: Placer vs kube-scheduler vs the limit row, both creation modes; all at 500 nodes, SchedulingBasic and PreemptionBasic at 5,000 too (about 3 h on 2 cores; SUITE_* variables, docs/performance.md)
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	$(SUITE) $(if $(strip $(SUITE_WORKLOADS)),--workloads $(SUITE_WORKLOADS)) --sizes $(SUITE_SIZES) \
 		--json $(call suite_json,$(SUITE_SIZES))
 	$(if $(strip $(SUITE_LARGE)),$(SUITE) --workloads $(SUITE_LARGE) --sizes $(SUITE_LARGE_SIZES) \
 		--json $(call suite_json,$(SUITE_LARGE_SIZES)))
 
-bench-real-synthetic: install ## the earlier real-plane runs (bench/synthetic.py's workloads, quoted in docs/performance.md): Placer vs kube-scheduler vs the limit row (a bare bind-and-event client) on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): plain at both sizes and modes (stream paced at 250 pods/s: latency), 15,000/30,000 backlog, then antiaffinity/spread/preferred/devices at 1,000/5,000 backlog, medians of 3
+bench-real-synthetic: install $(RUN_STAMP) ## the earlier real-plane runs (bench/synthetic.py's workloads, quoted in docs/performance.md): Placer vs kube-scheduler vs the limit row (a bare bind-and-event client) on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): plain at both sizes and modes (stream paced at 250 pods/s: latency), 15,000/30,000 backlog, then antiaffinity/spread/preferred/devices at 1,000/5,000 backlog, medians of 3
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	@for size in $(REAL_SIZES); do for mode in $(REAL_MODES); do \
 		nodes=$${size%x*}; pods=$${size#*x}; \
@@ -138,11 +150,11 @@ bench-real-synthetic: install ## the earlier real-plane runs (bench/synthetic.py
 			|| { status=$$?; [ $$status -eq 3 ] || exit 1; echo "(skipped: $$workload)"; }; \
 	done; done; done
 
-bench-first-binding: install ## the first binding after a cold start at 15,000 nodes / 30,000 pending pods, kube-scheduler and Placer started in turn on one plane, 5 rounds
+bench-first-binding: install $(RUN_STAMP) ## the first binding after a cold start at 15,000 nodes / 30,000 pending pods, kube-scheduler and Placer started in turn on one plane, 5 rounds
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	$(PY) bench/first_binding.py --kube-bin $(KUBE_BIN) --rounds 5 --json bench/results/first-binding-$(REAL_VERSION).json
 
-bench-pipeline: install ## the three-process prototype (bench/pipeline_prototype.py: reading, deciding, writing apart) beside Placer, kube-scheduler and the limit row at 1,000/5,000, each stage's CPU per pod, medians of 3
+bench-pipeline: install $(RUN_STAMP) ## the three-process prototype (bench/pipeline_prototype.py: reading, deciding, writing apart) beside Placer, kube-scheduler and the limit row at 1,000/5,000, each stage's CPU per pod, medians of 3
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes 1000 --pods 5000 --mode backlog --prototype \
 		--runs $(REAL_RUNS) --json bench/results/real-$(REAL_VERSION)-1000-5000-backlog-prototype.json

@@ -58,7 +58,7 @@ def spawn(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path, source: P
     if source is not None:
         env["PYTHONPATH"] = str(source / "operator")
     log = open(workdir / f"{which}.log", "wb")  # noqa: SIM115 - the child holds it
-    return subprocess.Popen([str(ROOT / ".venv" / "bin" / "placer"), "run", "--no-leader-elect", "--metrics-port", "0"],
+    return subprocess.Popen([str(real_bench.placer_command()), "run", "--no-leader-elect", "--metrics-port", "0"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
 
 

@@ -187,6 +187,17 @@ def _ancestors() -> set[int]:
     return pids
 
 
+def placer_command() -> Path:
+    """`placer` as the image installs it (`make`'s `.venv-run`: the lock and Placer's wheel, no test
+    tools, no example plugin: the shipped start-up), else this checkout's development `.venv`;
+    `$PLACER_BIN` wins."""
+    chosen = os.environ.get("PLACER_BIN")
+    if chosen:
+        return Path(chosen)
+    shipped = ROOT / ".venv-run" / "bin" / "placer"
+    return shipped if shipped.exists() else ROOT / ".venv" / "bin" / "placer"
+
+
 def precompile(tree: Path) -> None:
     """Placer's sources in `tree` byte-compiled, as the image's build leaves them (`compileall`): an
     editable install under PYTHONDONTWRITEBYTECODE would otherwise compile them at every start."""
@@ -679,7 +690,7 @@ def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path,
                    PIPELINE_NAME]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     else:
-        command = [str(ROOT / ".venv" / "bin" / "placer"), "run", "--no-leader-elect", "--metrics-port",
+        command = [str(placer_command()), "run", "--no-leader-elect", "--metrics-port",
                    str(metrics_port or PLACER_METRICS_PORT)]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": "default"}
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
