@@ -24,7 +24,6 @@ COPY operator/ ./operator/
 RUN /opt/placer/bin/pip wheel --no-deps --wheel-dir /wheels . \
     && /opt/placer/bin/pip install --no-deps --require-virtualenv /wheels/placer-*.whl \
     && /opt/placer/bin/python -m compileall -q /opt/placer/lib \
-    && /opt/placer/bin/python -m placer.precompile \
     && /opt/placer/bin/pip check \
     && /opt/placer/bin/placer --help > /dev/null
 

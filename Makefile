@@ -15,7 +15,7 @@ PLUGIN_EXAMPLE := examples/plugins/annotation-score
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real bench-first-binding bench-pipeline check-real check-cluster check-cluster-bursts
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real bench-real-synthetic bench-first-binding bench-pipeline check-real check-cluster check-cluster-bursts
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
@@ -25,10 +25,21 @@ $(STAMP): pyproject.toml $(PLUGIN_EXAMPLE)/pyproject.toml $(PLUGIN_EXAMPLE)/plac
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e '.[test]'
 	$(PIP) install --quiet $(PLUGIN_EXAMPLE)
-	$(PY) -m placer.precompile > /dev/null
 	@touch $@
 
 install: $(STAMP) ## create .venv and install Placer with its test tools
+
+# What the image installs (the Dockerfile: the lock, then Placer's wheel; no test tools, no example
+# plugin): the real-plane benchmarks run `placer run` from here, so its start-up is the shipped one
+RUN_VENV := .venv-run
+RUN_STAMP := $(RUN_VENV)/.installed
+$(RUN_STAMP): pyproject.toml requirements.lock $(shell find operator -name '*.py' -not -name '*_test.py')
+	$(PYTHON) -m venv $(RUN_VENV)
+	$(RUN_VENV)/bin/pip install --quiet --upgrade pip
+	$(RUN_VENV)/bin/pip install --quiet --no-deps -r requirements.lock
+	$(RUN_VENV)/bin/pip install --quiet --no-deps --force-reinstall .
+	$(RUN_VENV)/bin/python -m compileall -q $(RUN_VENV)/lib > /dev/null
+	@touch $@
 
 test: install ## set up and run the whole test suite
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
@@ -41,11 +52,14 @@ demo: install ## set up and run `placer simulate` on the bundled sample cluster
 
 bench: bench-engine bench-preemption bench-gang bench-simulate bench-e2e bench-shadow bench-soak ## all benchmarks: engine alone, preemption, a gang, simulate, end to end, shadow profile cost, soak with faults
 
-bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, medians of 5 runs
-	$(PY) bench/engine_bench.py --runs 5 --json bench/results/engine.json
+bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, synthetic and kube's scheduler_perf pods, with and without opportunistic batching, medians of 5 runs
+	$(PY) bench/engine_bench.py --runs 5 --workloads plain,relations,claims,kube-basic,kube-nodeaffinity \
+		--batching both --json bench/results/engine.json
 
-bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, medians of 5
+bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, then kube's PreemptionBasic at 5,000 nodes (CPU per preemptor along the workload), medians of 5 and 3
 	$(PY) bench/preemption_bench.py --runs 5 --json bench/results/preemption.json
+	$(PY) bench/preemption_bench.py --shape basic --nodes 5000 --runs 3 --preemptors 10 \
+		--json bench/results/preemption-basic-5000.json
 
 bench-gang: install ## a gang of 100 pods decided on 1,000 nodes (and the same pods one by one), medians of 5
 	$(PY) bench/gang_bench.py --runs 5 --json bench/results/gang.json
@@ -85,7 +99,36 @@ REAL_WORKLOAD_SIZES ?= 1000x5000
 REAL_WORKLOAD_MODES ?= backlog
 # the version the binaries report (kube-apiserver --version), in the results' file names
 REAL_VERSION = $(shell $(KUBE_BIN)/kube-apiserver --version 2>/dev/null | sed -n 's/^Kubernetes \(v[0-9]*\.[0-9]*\).*/\1/p')
-bench-real: install ## Placer vs kube-scheduler vs the limit row (a bare bind-and-event client) on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): plain at both sizes and modes (stream paced at 250 pods/s: latency), 15,000/30,000 backlog, then antiaffinity/spread/preferred/devices at 1,000/5,000 backlog, medians of 3
+# kube-scheduler's own performance suite (test/integration/scheduler_perf, read at run time from the
+# Kubernetes source in KUBE_SOURCE: a git directory such as the search tool's mirror of
+# openshift/microshift, or a Kubernetes tree), replayed by bench/suite_bench.py: every test case
+# of SUITE_WORKLOADS (empty: the issue's list, bench/suite_bench.py's DEFAULT_WORKLOADS; `all`: every
+# one) at SUITE_SIZES nodes, then SUITE_LARGE at SUITE_LARGE_SIZES, in SUITE_MODES, SUITE_RUNS runs,
+# Placer, kube-scheduler and the limit row each alone on a fresh plane. SUITE_SCALE shrinks every
+# count further (0.1: a quick check that each workload runs). The plane's ports and folder are
+# realcluster.sh's RC_PORT, RC_ETCD_PORT and RC_DIR, taken from the environment.
+KUBE_SOURCE ?= ../.mirror/openshift+microshift/repo
+SUITE_WORKLOADS ?=
+SUITE_SIZES ?= 500
+SUITE_LARGE ?= SchedulingBasic PreemptionBasic
+SUITE_LARGE_SIZES ?= 5000
+SUITE_MODES ?= waiting during
+SUITE_RUNS ?= 1
+SUITE_SCALE ?= 1
+empty :=
+space := $(empty) $(empty)
+# the results' file name: the sizes joined by '-', and the scale when not 1
+suite_json = bench/results/suite-$(REAL_VERSION)-$(subst $(space),-,$(strip $(1)))$(if $(filter-out 1,$(SUITE_SCALE)),-x$(SUITE_SCALE)).json
+SUITE = $(PY) bench/suite_bench.py --kube-bin $(KUBE_BIN) --kube-source $(KUBE_SOURCE) --modes $(SUITE_MODES) \
+	--runs $(SUITE_RUNS) --scale $(SUITE_SCALE)
+bench-real: install $(RUN_STAMP) ## kube's own performance suite (scheduler_perf from KUBE_SOURCE) on a real v1.36 plane: Placer vs kube-scheduler vs the limit row, both creation modes; all at 500 nodes, SchedulingBasic and PreemptionBasic at 5,000 too (about 3 h on 2 cores; SUITE_* variables, docs/performance.md)
+	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
+	$(SUITE) $(if $(strip $(SUITE_WORKLOADS)),--workloads $(SUITE_WORKLOADS)) --sizes $(SUITE_SIZES) \
+		--json $(call suite_json,$(SUITE_SIZES))
+	$(if $(strip $(SUITE_LARGE)),$(SUITE) --workloads $(SUITE_LARGE) --sizes $(SUITE_LARGE_SIZES) \
+		--json $(call suite_json,$(SUITE_LARGE_SIZES)))
+
+bench-real-synthetic: install $(RUN_STAMP) ## the earlier real-plane runs (bench/synthetic.py's workloads, quoted in docs/performance.md): Placer vs kube-scheduler vs the limit row (a bare bind-and-event client) on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): plain at both sizes and modes (stream paced at 250 pods/s: latency), 15,000/30,000 backlog, then antiaffinity/spread/preferred/devices at 1,000/5,000 backlog, medians of 3
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	@for size in $(REAL_SIZES); do for mode in $(REAL_MODES); do \
 		nodes=$${size%x*}; pods=$${size#*x}; \
@@ -107,11 +150,11 @@ bench-real: install ## Placer vs kube-scheduler vs the limit row (a bare bind-an
 			|| { status=$$?; [ $$status -eq 3 ] || exit 1; echo "(skipped: $$workload)"; }; \
 	done; done; done
 
-bench-first-binding: install ## the first binding after a cold start at 15,000 nodes / 30,000 pending pods, kube-scheduler and Placer started in turn on one plane, 5 rounds
+bench-first-binding: install $(RUN_STAMP) ## the first binding after a cold start at 15,000 nodes / 30,000 pending pods, kube-scheduler and Placer started in turn on one plane, 5 rounds
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	$(PY) bench/first_binding.py --kube-bin $(KUBE_BIN) --rounds 5 --json bench/results/first-binding-$(REAL_VERSION).json
 
-bench-pipeline: install ## the three-process prototype (bench/pipeline_prototype.py: reading, deciding, writing apart) beside Placer, kube-scheduler and the limit row at 1,000/5,000, each stage's CPU per pod, medians of 3
+bench-pipeline: install $(RUN_STAMP) ## the three-process prototype (bench/pipeline_prototype.py: reading, deciding, writing apart) beside Placer, kube-scheduler and the limit row at 1,000/5,000, each stage's CPU per pod, medians of 3
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	$(PY) bench/real_bench.py --kube-bin $(KUBE_BIN) --nodes 1000 --pods 5000 --mode backlog --prototype \
 		--runs $(REAL_RUNS) --json bench/results/real-$(REAL_VERSION)-1000-5000-backlog-prototype.json

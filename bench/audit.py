@@ -3,20 +3,24 @@
 Given the nodes and the bound pods as the API server holds them, count every broken rule: a node
 over its allocatable (the pods' requests as kube-scheduler v1.36 counts them — `pod_requests`
 below, on the emulator's own quantity parser), not Ready, cordoned, a NoSchedule/NoExecute taint
-not tolerated, a nodeSelector not matched, a required pod anti-affinity broken in either
-direction, a DoNotSchedule spread constraint whose skew exceeds maxSkew (on the final placement,
-over the domains of the nodes carrying the key: exact when every pod of a group may go to the same
-nodes, as in synthetic.py's `spread` workload), and a pod bound twice (when the caller saw the
-bindings happen). Given the ResourceClaims and ResourceSlices too (Dynamic Resource Allocation),
-also a device allocated to two claims (`device_double`) and a bound pod whose claim is missing,
-unallocated, not reserved for it, or holding a device (or an allocation.nodeSelector) that is not
-on the pod's node (`claim`).
+not tolerated, a nodeSelector not matched, a required node affinity not matched (`node_affinity`,
+matchFields included), a pod bound with scheduling gates (`gated`), a required pod anti-affinity
+broken in either direction, a required pod affinity with no matching pod in the pod's domain
+(`affinity`; the first pod of a group, which matches its own term, may stand alone: kube's rule),
+a DoNotSchedule spread constraint whose skew exceeds maxSkew (on the final placement, over the
+domains of the nodes carrying the key: exact when every pod of a group may go to the same nodes, as
+in synthetic.py's `spread` workload), and a pod bound twice (when the caller saw the bindings
+happen). Terms with a namespaceSelector are checked when the namespaces' labels are given. Given
+the ResourceClaims and ResourceSlices too (Dynamic Resource Allocation), also a device allocated
+to two claims (`device_double`), a shareable device (consumable capacity) whose claims consume more
+than it has (`device_capacity`), and a bound pod whose claim is missing, unallocated, not reserved
+for it, or holding a device (or an allocation.nodeSelector) that is not on the pod's node (`claim`).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -25,8 +29,9 @@ from tests.kubeemu.selectors import selector_matches
 
 Obj = dict[str, Any]
 Amounts = dict[str, Fraction]
-PROBLEMS = ("capacity", "not_ready", "cordoned", "taint", "selector", "anti_affinity", "spread", "double")
-DEVICE_PROBLEMS = ("device_double", "claim")  # only when audit() is given the claims
+PROBLEMS = ("capacity", "not_ready", "cordoned", "taint", "selector", "node_affinity", "gated", "anti_affinity",
+            "affinity", "spread", "double")
+DEVICE_PROBLEMS = ("device_double", "device_capacity", "claim")  # only when audit() is given the claims
 
 
 def _counted(name: str) -> bool:
@@ -145,9 +150,11 @@ def _required_anti(pod: Obj) -> list[Obj]:
 
 
 def audit(nodes: Iterable[Obj], pods: Iterable[Obj], bind_counts: Counter[str] | None = None,
-          claims: Iterable[Obj] | None = None, slices: Iterable[Obj] = ()) -> dict[str, int]:
+          claims: Iterable[Obj] | None = None, slices: Iterable[Obj] = (),
+          namespaces: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, int]:
     """Problem -> how many bindings break it (0 everywhere: a clean run). `claims` (ResourceClaims)
-    and `slices` (ResourceSlices) add DEVICE_PROBLEMS."""
+    and `slices` (ResourceSlices) add DEVICE_PROBLEMS; `namespaces` (name -> labels) lets terms
+    with a namespaceSelector be checked."""
     nodes = list(nodes)
     bound = [p for p in pods if p["spec"].get("nodeName")]
     by_name = {n["metadata"]["name"]: n for n in nodes}
@@ -171,11 +178,32 @@ def audit(nodes: Iterable[Obj], pods: Iterable[Obj], bind_counts: Counter[str] |
         labels = node["metadata"].get("labels") or {}
         if any(labels.get(k) != v for k, v in (pod["spec"].get("nodeSelector") or {}).items()):
             problems["selector"] += 1
-    problems["anti_affinity"] = _anti_affinity(bound, by_name)
+        required = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")
+        if required and not _node_selector_matches(required, node):
+            problems["node_affinity"] += 1
+        if pod["spec"].get("schedulingGates"):
+            problems["gated"] += 1
+    problems["anti_affinity"] = _anti_affinity(bound, by_name, namespaces)
+    problems["affinity"] = _affinity(bound, by_name, namespaces)
     problems["spread"] = _spread(bound, nodes)
     if claims is not None:
-        problems["device_double"], problems["claim"] = _devices(bound, by_name, list(claims), list(slices))
+        problems["device_double"], problems["device_capacity"], problems["claim"] = _devices(
+            bound, by_name, list(claims), list(slices))
     return problems
+
+
+def _term_namespaces(term: Obj, pod: Obj, namespaces: Mapping[str, Mapping[str, str]] | None) -> set[str] | None:
+    """The namespaces a pod (anti-)affinity term looks in: its list and those its namespaceSelector
+    selects (an empty selector: all of them), else the pod's own; None when a selector needs the
+    namespaces' labels and they were not given (the term is then not checked)."""
+    named = set(term.get("namespaces") or [])
+    selector = term.get("namespaceSelector")
+    if selector is None:
+        return named or {pod["metadata"].get("namespace", "default")}
+    if namespaces is None:
+        return None
+    return named | {name for name, labels in namespaces.items() if selector_matches(selector, labels)}
 
 
 def _node_selector_matches(selector: Obj, node: Obj) -> bool:
@@ -207,11 +235,13 @@ def _node_selector_matches(selector: Obj, node: Obj) -> bool:
                for term in selector.get("nodeSelectorTerms") or [])
 
 
-def _devices(bound: list[Obj], by_name: dict[str, Obj], claims: list[Obj], slices: list[Obj]) -> tuple[int, int]:
-    """(devices allocated to more than one claim — each extra claim counts —, bound pods whose claims
-    are not all allocated on their node and reserved for them). A device is known by (driver, pool,
-    device) from the slices of its pool's newest generation; admin-access and shared (shareID)
-    results may legitimately repeat and are not counted as doubles."""
+def _devices(bound: list[Obj], by_name: dict[str, Obj], claims: list[Obj],
+             slices: list[Obj]) -> tuple[int, int, int]:
+    """(devices allocated to more than one claim — each extra claim counts —, shareable devices whose
+    claims' consumedCapacity exceeds a capacity of theirs, bound pods whose claims are not all
+    allocated on their node and reserved for them). A device is known by (driver, pool, device) from
+    the slices of its pool's newest generation; admin-access and shared (shareID) results may
+    legitimately repeat and are not counted as doubles."""
     newest: dict[tuple[str, str], int] = {}
     for piece in slices:
         pool = piece["spec"]["pool"]
@@ -230,11 +260,22 @@ def _devices(bound: list[Obj], by_name: dict[str, Obj], claims: list[Obj], slice
         return list((allocation.get("devices") or {}).get("results") or [])
 
     held: Counter[tuple[str, str, str]] = Counter()
+    consumed: dict[tuple[str, str, str], Amounts] = defaultdict(dict)
     for claim in claims:
         for result in results(claim):
+            device = (result["driver"], result["pool"], result["device"])
             if not result.get("adminAccess") and not result.get("shareID"):
-                held[(result["driver"], result["pool"], result["device"])] += 1
+                held[device] += 1
+            _sum_into(consumed[device],
+                      {k: parse_quantity(v) for k, v in (result.get("consumedCapacity") or {}).items()})
     doubles = sum(count - 1 for count in held.values() if count > 1)
+    over = 0
+    for device, amounts in consumed.items():
+        spec = where.get(device)
+        published = next((d for d in (spec or {}).get("devices") or [] if d.get("name") == device[2]), {})
+        capacity = {k: parse_quantity((v or {}).get("value", 0)) for k, v in (published.get("capacity") or {}).items()}
+        if any(value > capacity.get(key, Fraction(0)) for key, value in amounts.items()):
+            over += 1
 
     by_claim = {(c["metadata"].get("namespace", "default"), c["metadata"]["name"]): c for c in claims}
 
@@ -274,10 +315,11 @@ def _devices(bound: list[Obj], by_name: dict[str, Obj], claims: list[Obj], slice
             if not fine:
                 broken += 1
                 break
-    return doubles, broken
+    return doubles, over, broken
 
 
-def _anti_affinity(bound: list[Obj], by_name: dict[str, Obj]) -> int:
+def _anti_affinity(bound: list[Obj], by_name: dict[str, Obj],
+                   namespaces: Mapping[str, Mapping[str, str]] | None = None) -> int:
     """Pairs of pods in one topology domain where one's required anti-affinity term selects the other."""
     def label(pod: Obj, key: str) -> str | None:
         return ((by_name.get(pod["spec"]["nodeName"]) or {}).get("metadata", {}).get("labels") or {}).get(key)
@@ -296,12 +338,52 @@ def _anti_affinity(bound: list[Obj], by_name: dict[str, Obj]) -> int:
             here = label(pod, key)
             if here is None:
                 continue
-            namespaces = set(term.get("namespaces") or [pod["metadata"].get("namespace", "default")])
+            looked_in = _term_namespaces(term, pod, namespaces)
+            if looked_in is None:
+                continue
             for other in in_domain[(key, here)]:
-                if other is not pod and other["metadata"].get("namespace", "default") in namespaces and (
+                if other is not pod and other["metadata"].get("namespace", "default") in looked_in and (
                     selector_matches(term.get("labelSelector") or {}, other["metadata"].get("labels"))
                 ):
                     broken += 1
+    return broken
+
+
+def _required_affinity(pod: Obj) -> list[Obj]:
+    affinity = ((pod["spec"].get("affinity") or {}).get("podAffinity") or {})
+    return list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+
+
+def _affinity(bound: list[Obj], by_name: dict[str, Obj],
+              namespaces: Mapping[str, Mapping[str, str]] | None = None) -> int:
+    """Bound pods with a required pod-affinity term that no other pod in their topology domain
+    matches, unless no other bound pod matches it anywhere and the pod matches it itself (the first
+    pod of a group: kube lets it go anywhere). Each distinct term's matching pods are counted per
+    domain once."""
+    def label(pod: Obj, key: str) -> str | None:
+        return ((by_name.get(pod["spec"]["nodeName"]) or {}).get("metadata", {}).get("labels") or {}).get(key)
+
+    counted: dict[tuple[str, str, str], tuple[Counter[str | None], set[int]]] = {}
+    broken = 0
+    for pod in bound:
+        for term in _required_affinity(pod):
+            key = term.get("topologyKey") or ""
+            looked_in = _term_namespaces(term, pod, namespaces)
+            if looked_in is None:
+                continue
+            ident = (repr(sorted((term.get("labelSelector") or {}).items())), repr(sorted(looked_in)), key)
+            if ident not in counted:
+                matching = [o for o in bound if o["metadata"].get("namespace", "default") in looked_in
+                            and selector_matches(term.get("labelSelector") or {}, o["metadata"].get("labels"))]
+                counted[ident] = (Counter(label(o, key) for o in matching), {id(o) for o in matching})
+            per_domain, members = counted[ident]
+            itself = 1 if id(pod) in members else 0
+            here = label(pod, key)
+            if here is not None and per_domain[here] - itself > 0:
+                continue
+            if itself and len(members) == 1 and here is not None:
+                continue
+            broken += 1
     return broken
 
 

@@ -13,7 +13,13 @@ the machine.
 Each run also reports the CPU time of the loop per pod (`cpu_ms_per_pod`, this thread's CPU
 clock): on a busy shared machine the wall clock counts the time other processes run, the CPU
 clock does not, so it is the figure to compare between two trees there. `--workloads` adds
-bench/synthetic.py's other workloads (`preferred`, `antiaffinity`, `spread`, `devices`).
+bench/synthetic.py's other workloads (`preferred`, `antiaffinity`, `spread`, `devices`), and
+kube's scheduler_perf shapes, where every measured pod is the same template (what opportunistic
+batching serves): `kube-basic` (SchedulingBasic: node-default.yaml nodes, a fifth as many init
+pods bound, then pod-default.yaml pods), `kube-nodeaffinity` (SchedulingNodeAffinity: the nodes
+labelled zone1, pod-with-node-affinity.yaml pods). `--batching both` runs each workload with
+opportunistic batching and without it, interleaved (`batching` in the rows; the default `on` is
+the scheduler as it runs).
 
     python bench/engine_bench.py [--runs 5] [--sizes 1000x5000,5000x10000] [--workloads plain,relations]
                                  [--json FILE]
@@ -49,21 +55,65 @@ TARGETS = {"plain": {1000: 5000.0, 5000: 1000.0}, "relations": {1000: 1500.0, 50
 WORKLOADS = ("plain", "relations", "claims")
 
 
+KUBE_WORKLOADS = ("kube-basic", "kube-nodeaffinity")
+
+
+def kube_cluster(nodes: int, pods: int, workload: str) -> tuple[list[dict], list[dict], list[dict]]:
+    """kube's scheduler_perf templates: node-default.yaml nodes (4 CPU, 32Gi, 110 pods; labelled
+    zone1 for SchedulingNodeAffinity), `nodes / 5` init pods bound round the nodes, then `pods`
+    measured pods, all alike (pod-default.yaml: 100m and 500Mi; pod-with-node-affinity.yaml: zone
+    In [zone1, zone2])."""
+    zone = "topology.kubernetes.io/zone"
+    labels = {zone: "zone1"} if workload == "kube-nodeaffinity" else {}
+    def node(name: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+                "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    node_objs = [node(f"scheduler-perf-{i:05d}") for i in range(nodes)]
+    resources = {"requests": {"cpu": "100m", "memory": "500Mi"}, "limits": {"cpu": "100m", "memory": "500Mi"}}
+
+    def pod(name: str, node: str | None = None) -> dict:
+        container = {"name": "pause", "image": "registry.k8s.io/pause:3.10.2", "ports": [{"containerPort": 80}],
+                     "resources": resources}
+        spec: dict = {"schedulerName": "placer", "containers": [container]}
+        if workload == "kube-nodeaffinity":
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": zone, "operator": "In",
+                                                             "values": ["zone1", "zone2"]}]}]}}}
+        if node:
+            spec["nodeName"] = node
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+
+    init = [pod(f"init-{i}", f"scheduler-perf-{i % nodes:05d}") for i in range(nodes // 5)]
+    return node_objs, init + [pod(f"measured-{i}") for i in range(pods)], []
+
+
 def build(nodes: int, pods: int, workload: str = "plain") -> tuple[ClusterState, list]:
-    node_objs, pod_objs, objects = synthetic_cluster(nodes, pods, workload=workload)
+    if workload in KUBE_WORKLOADS:
+        node_objs, pod_objs, objects = kube_cluster(nodes, pods, workload)
+    else:
+        node_objs, pod_objs, objects = synthetic_cluster(nodes, pods, workload=workload)
     state = ClusterState()
     for obj in node_objs:
         state.upsert_node(parse_node(obj))
     for obj in objects:
         upsert_object(state.catalog, KINDS_BY_NAME[obj["kind"]], obj)
-    pending = sorted((parse_pod(obj) for obj in pod_objs), key=queue_order)
+    parsed = [parse_pod(obj) for obj in pod_objs]
+    for info in parsed:
+        if info.node_name:
+            state.add_pod(info)
+    pending = sorted((info for info in parsed if not info.node_name), key=queue_order)
     return state, pending
 
 
-def run_engine(nodes: int, pods: int, workload: str = "plain") -> dict[str, float]:
+def run_engine(nodes: int, pods: int, workload: str = "plain", batching: bool | None = None) -> dict[str, float]:
+    """One run; `batching` None: the scheduler as it runs (a tree without batching knows no such switch)."""
     state, pending = build(nodes, pods, workload)
     profile = compile_profile("bench", {"schedulerName": "placer"})
-    scheduler = Scheduler()
+    scheduler = Scheduler() if batching is None else Scheduler(batching=batching)
     latencies = np.empty(len(pending))
     scheduled = 0
     clock = time.perf_counter
@@ -110,25 +160,30 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000x5000,5000x10000", help="NODESxPODS,...")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"of bench/synthetic.py's: {', '.join(SYNTHETIC_WORKLOADS)} (plain is always run)")
+    parser.add_argument("--batching", choices=("on", "off", "both"), default="on",
+                        help="opportunistic batching: as the scheduler runs (on), off, or both interleaved")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     workloads = list(dict.fromkeys(["plain", *args.workloads.split(",")]))  # plain: the ratios' reference
-    unknown = [w for w in workloads if w not in SYNTHETIC_WORKLOADS]
+    known = (*SYNTHETIC_WORKLOADS, *KUBE_WORKLOADS)
+    unknown = [w for w in workloads if w not in known]
     if unknown:
-        parser.error(f"unknown workload(s) {', '.join(unknown)}: one of {', '.join(SYNTHETIC_WORKLOADS)}")
+        parser.error(f"unknown workload(s) {', '.join(unknown)}: one of {', '.join(known)}")
+    modes: list[bool | None] = {"on": [None], "off": [False], "both": [True, False]}[args.batching]
     results = []
     for size in args.sizes.split(","):
         nodes, pods = (int(x) for x in size.split("x"))
-        runs: dict[str, list[dict[str, float]]] = {workload: [] for workload in workloads}
+        cases = [(workload, mode) for workload in workloads for mode in modes]
+        runs: dict[tuple[str, bool | None], list[dict[str, float]]] = {case: [] for case in cases}
         baseline_runs = []
         for _ in range(args.runs):  # interleaved, so all see the same machine load
             baseline_runs.append(run_baseline(nodes, pods))
-            for workload in workloads:
-                runs[workload].append(run_engine(nodes, pods, workload))
+            for workload, mode in cases:
+                runs[workload, mode].append(run_engine(nodes, pods, workload, mode))
         baseline = statistics.median(r["pods_per_s"] for r in baseline_runs)
-        plain = statistics.median(r["pods_per_s"] for r in runs["plain"])
-        for workload in workloads:
-            engine_runs = runs[workload]
+        plain = statistics.median(r["pods_per_s"] for r in runs["plain", modes[0]])
+        for workload, mode in cases:
+            engine_runs = runs[workload, mode]
             keys = ("pods_per_s", "p50_ms", "p99_ms", "cpu_ms_per_pod")
             median = {k: statistics.median(r[k] for r in engine_runs) for k in keys}
             target = TARGETS.get(workload, {}).get(nodes)
@@ -136,6 +191,7 @@ def main() -> int:
                 "nodes": nodes,
                 "pods": pods,
                 "workload": workload,
+                "batching": mode is not False,
                 "runs": args.runs,
                 "scheduled": engine_runs[0]["scheduled"],
                 **{k: round(v, 3) for k, v in median.items()},
@@ -147,8 +203,9 @@ def main() -> int:
                 "meets_target": None if target is None else median["pods_per_s"] >= target,
             }
             results.append(row)
+            label = workload if len(modes) == 1 else f"{workload} ({'batched' if mode else 'unbatched'})"
             print(
-                f"engine {nodes:>5} nodes {pods:>6} pods {workload:>9}: {median['pods_per_s']:8.0f} pods/s "
+                f"engine {nodes:>5} nodes {pods:>6} pods {label:>9}: {median['pods_per_s']:8.0f} pods/s "
                 f"(p50 {median['p50_ms']:.3f} ms, p99 {median['p99_ms']:.3f} ms, "
                 f"CPU {median['cpu_ms_per_pod']:.3f} ms/pod; median of {args.runs}; "
                 f"runs {row['all_runs_pods_per_s']}; {row['scheduled']} scheduled) | baseline {baseline:8.0f} "

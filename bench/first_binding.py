@@ -13,7 +13,7 @@ are then deleted and created again, pending, under the same names, so every star
 backlog: the LIST's order (by name) alternates between the two schedulers' pods from its first page
 on, and no pod is assigned. (Without this, the first pages of later rounds held only the pods of the
 scheduler that had bound fewer, and the other waited for a later page: a harness artefact.)
-Placer's start-up log lines (`placer.resync` "start-up LISTs ...") are printed with its figures.
+Placer's "scheduling (...)" log line (every informer synced) is printed with its figures.
 
     python bench/first_binding.py [--nodes 15000] [--pods 30000] [--rounds 3] [--source DIR] [--json FILE]
 """
@@ -58,7 +58,7 @@ def spawn(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path, source: P
     if source is not None:
         env["PYTHONPATH"] = str(source / "operator")
     log = open(workdir / f"{which}.log", "wb")  # noqa: SIM115 - the child holds it
-    return subprocess.Popen([str(ROOT / ".venv" / "bin" / "placer"), "run", "--no-leader-elect", "--metrics-port", "0"],
+    return subprocess.Popen([str(real_bench.placer_command()), "run", "--no-leader-elect", "--metrics-port", "0"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -114,7 +114,7 @@ async def rounds(kube_bin: Path, state: Path, workdir: Path, args: argparse.Name
                 if which.startswith("placer"):
                     log = (workdir / f"{which}.log").read_text(errors="replace").splitlines()
                     lines = " | ".join(line.split('msg="', 1)[-1].rstrip('"') for line in log
-                                       if "start-up" in line or "scheduling (" in line)
+                                       if "scheduling (" in line)
                 print(f"round {round_ + 1} {which:>15}: first binding {seconds:.2f} s  {lines}", flush=True)
     finally:
         await api.close()
@@ -135,7 +135,7 @@ def main() -> int:
         real_bench.precompile(tree)
     lock = real_bench.hold_lock()  # noqa: F841 - one control plane at a time
     with tempfile.TemporaryDirectory(prefix="first-binding-") as tmp:
-        state = Path(tmp) / "control-plane"
+        state = real_bench.plane_state(Path(tmp) / "control-plane")
         try:
             results = asyncio.run(rounds(kube_bin, state, Path(tmp), args))
         finally:

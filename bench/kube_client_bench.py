@@ -11,7 +11,7 @@ transport, each client in turn (alternating which goes first):
 - watch: a pods watch replaying the history (every pod's ADDED and MODIFIED); CPU per event.
 
 "old" is the aiohttp session with the stdlib's json (Placer's request path before issue 19: the
-code is kept below, verbatim but for the names); "new" is `placer.controller.kube.KubeClient`.
+code is kept below, verbatim but for the names); "new" is `placer.controller.transport.client.KubeClient`.
 Figures are medians over the rounds, microseconds of CPU.
 
     python bench/kube_client_bench.py [--rounds 5] [--pods 1000] [--concurrency 32] [--json FILE]
@@ -41,7 +41,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from placer.controller.kube import (  # noqa: E402
+from placer.controller.transport.client import (  # noqa: E402
     JSON,
     MAX_RETRY_AFTER,
     RETRY_STATUSES,

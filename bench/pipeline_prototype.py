@@ -45,8 +45,8 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from placer.controller.kube import KubeClient
-from placer.controller.reporting import scheduled_event
+from placer.controller.binding.reporting import scheduled_event
+from placer.controller.transport.client import KubeClient
 from placer.engine.cluster import ClusterState
 from placer.engine.objects import PodInfo
 from placer.engine.parsing import PodSource, parse_node, parse_pod, pod_key

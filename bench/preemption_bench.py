@@ -8,7 +8,21 @@ the same full cluster); the median is reported, with a baseline measured in the 
 unschedulable decision with `postFilters: []` (filters and FailedScheduling message only), so the
 ratio is what preemption adds on top.
 
+`--shape basic` is kube's scheduler_perf `PreemptionBasic` instead (misc/performance-config.yaml
+and its templates): nodes of 4 CPU, 32Gi and 110 pods, each full with 4 low-priority pods of 900m
+and 500Mi (20,000 on 5,000 nodes), and preemptors of priority 10 asking 3 CPU, each of which must
+evict 3 of a node's 4. A preemptor is carried out as the operator does it: its decision (the dry
+run), its victims evicted, the pod nominated, then its second cycle placing it on the nominated
+node. As preemptors take nodes, the dry run must look further for nodes still full of victims,
+so the cost changes along the workload: it is measured at stages, a stage `f` being the cluster
+with its first `f x nodes` nodes (in node-tree order, the order preemption takes them) already
+preempted (one low pod and one preemptor each). Reported: CPU per preemptor (this thread's
+clock), both cycles, median of each stage's preemptors, and the mean over the stages (the default
+stages are the midpoints of ten equal parts of the workload: their mean estimates the whole
+workload's average).
+
     python bench/preemption_bench.py [--runs 5] [--nodes 1000] [--json FILE]
+    python bench/preemption_bench.py --shape basic --nodes 5000 [--stages 0.05,0.15,...] [--preemptors 10]
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from placer.engine.cluster import ClusterState
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
+from placer.engine.objects import PodInfo
 from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import compile_profile
 from placer.engine.runtime import Scheduler
@@ -68,13 +83,113 @@ def measure(cluster: ClusterState, preemption: bool, preemptors: int) -> tuple[l
     return times, nominated
 
 
+BASIC_STAGES = tuple(round(0.05 + 0.1 * i, 2) for i in range(10))
+
+
+def low_pod(name: str, node_name: str) -> PodInfo:
+    """kube's templates/pod-low-priority.yaml, bound (no status.startTime: no kubelet runs it)."""
+    return parse_pod(pod(name, cpu="900m", memory="500Mi", node_name=node_name))
+
+
+def high_pod(name: str, node_name: str | None = None) -> PodInfo:
+    """kube's templates/pod-high-priority.yaml."""
+    return parse_pod(pod(name, cpu="3", memory="500Mi", priority=10, node_name=node_name))
+
+
+def basic_cluster(nodes: int) -> ClusterState:
+    """PreemptionBasic's start: every node full with 4 low-priority pods."""
+    cluster = ClusterState()
+    for i in range(nodes):
+        cluster.upsert_node(parse_node(node(f"scheduler-perf-{i:05d}", cpu="4", memory="32Gi", pods="110")))
+    for i, name in enumerate(cluster.names[slot] for slot in cluster.scan_order()):
+        for j in range(4):
+            cluster.add_pod(low_pod(f"pod-{i:05d}-{j}", name))
+    return cluster
+
+
+def advance(cluster: ClusterState, stage: float, nodes: int) -> None:
+    """Preempt, without timing it, the first nodes in node-tree order not preempted yet, until a
+    `stage` of them are: 3 low pods evicted, a preemptor bound (what the timed preemptors do too)."""
+    names = [cluster.names[slot] for slot in cluster.scan_order()]
+    preempted = [any(r.pod.priority == 10 for r in cluster.pods_on(name)) for name in names]
+    missing = int(stage * nodes) - sum(preempted)
+    for name, done in zip(names, preempted, strict=True):
+        if missing <= 0:
+            return
+        if done:
+            continue
+        for low in sorted((r.pod for r in cluster.pods_on(name)), key=lambda p: p.name)[1:]:
+            cluster.remove_pod(low.key)
+        cluster.add_pod(high_pod(f"filler-{name}", name))
+        missing -= 1
+
+
+def measure_basic(cluster: ClusterState, preemptors: int, tag: str) -> list[float]:
+    """CPU seconds per preemptor: its preemption cycle, its victims evicted and its nomination, its
+    second cycle placing it there."""
+    profile = compile_profile("bench", {"schedulerName": "placer"})
+    scheduler = Scheduler()
+    times = []
+    for k in range(preemptors):
+        preemptor = high_pod(f"high-{tag}-{k}")
+        start = time.thread_time()
+        decision = scheduler.schedule(preemptor, profile, cluster, top=0)
+        assert decision.preemption is not None, decision.full_message
+        assert len(decision.preemption.victims) == 3
+        for victim in decision.preemption.victims:
+            cluster.remove_pod(victim.key)
+        cluster.nominate(preemptor, decision.preemption.node)
+        placed = scheduler.schedule(preemptor, profile, cluster, top=0)
+        assert placed.node == decision.preemption.node
+        scheduler.assume(preemptor, placed, profile, cluster)
+        cluster.unnominate(preemptor.key)
+        times.append(time.thread_time() - start)
+    return times
+
+
+def main_basic(args: argparse.Namespace) -> int:
+    stages = [float(x) for x in args.stages.split(",")] if args.stages else list(BASIC_STAGES)
+    per_stage: dict[float, list[float]] = {stage: [] for stage in stages}
+    for run in range(args.runs):
+        cluster = basic_cluster(args.nodes)
+        for stage in sorted(stages):
+            advance(cluster, stage, args.nodes)
+            times = measure_basic(cluster, args.preemptors, f"{run}-{stage}")
+            per_stage[stage].append(statistics.median(times) * 1000)
+    medians = {stage: statistics.median(values) for stage, values in per_stage.items()}
+    mean = statistics.fmean(medians.values())
+    row = {
+        "shape": "PreemptionBasic",
+        "nodes": args.nodes,
+        "low_priority_pods": args.nodes * 4,
+        "runs": args.runs,
+        "preemptors_per_stage": args.preemptors,
+        "cpu_ms_per_preemptor_by_stage": {f"{stage:g}": round(value, 3) for stage, value in medians.items()},
+        "all_runs_ms_by_stage": {f"{stage:g}": [round(v, 3) for v in per_stage[stage]] for stage in stages},
+        "cpu_ms_per_preemptor_mean_over_stages": round(mean, 3),
+    }
+    by_stage = ", ".join(f"{stage:g}: {value:.2f}" for stage, value in medians.items())
+    print(f"PreemptionBasic {args.nodes} nodes ({args.nodes * 4} low-priority pods): CPU per preemptor "
+          f"{mean:.2f} ms (mean over stages of the medians of {args.runs} runs x {args.preemptors}; "
+          f"by stage {by_stage})", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(row, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--preemptors", type=int, default=20, help="preemptors timed per run")
+    parser.add_argument("--preemptors", type=int, default=20, help="preemptors timed per run (per stage: basic)")
+    parser.add_argument("--shape", choices=("full", "basic"), default="full",
+                        help="full: 8 pods of priorities 0-2 per node, a budget; basic: kube's PreemptionBasic")
+    parser.add_argument("--stages", help="basic: the fractions of nodes preempted before each measurement")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.shape == "basic":
+        return main_basic(args)
     cluster = full_cluster(args.nodes)
     medians, baselines, nominated = [], [], 0
     for _ in range(args.runs):  # interleaved, so both see the same machine load

@@ -7,11 +7,14 @@ reference), any folder `../shared/realcluster/build.sh` filled with `--kube-bin`
 in the results, and picks kube-scheduler's configuration API (`kubescheduler.config.k8s.io/v1`
 from v1.25, `v1beta3` before).
 
-One control plane at a time on this machine (its ports 6443 and 2379 are fixed): the script holds
-an exclusive `flock` on `/tmp/placer-realcluster.lock` for its whole run, the file anyone else
-running a control plane here locks too (`flock /tmp/placer-realcluster.lock COMMAND`); started
-under such a `flock`, it goes on under its lock (the descriptor it inherits), otherwise it waits
-for the holder, saying who.
+The control plane's ports and state folder are realcluster.sh's variables, read from the
+environment: `RC_PORT` (the API server, 6443 by default), `RC_ETCD_PORT` (etcd's client port, 2379;
+its peer port is the next one) and `RC_DIR` (by default a fresh temporary folder per plane). One
+control plane per API-server port at a time: the script holds an exclusive `flock` on
+`/tmp/placer-realcluster.lock` (port 6443; `/tmp/placer-realcluster-<port>.lock` for another port)
+for its whole run, the file anyone else running a control plane on that port locks too
+(`flock /tmp/placer-realcluster.lock COMMAND`); started under such a `flock`, it goes on under its
+lock (the descriptor it inherits), otherwise it waits for the holder, saying who.
 
 Per scheduler and run: a fresh control plane (`realcluster.sh up` wipes etcd), the nodes of
 `bench/synthetic.py` (created, then their status written) and the workload's other objects, then
@@ -98,6 +101,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +114,8 @@ from synthetic import cluster as synthetic_cluster  # noqa: E402
 
 REALCLUSTER = ROOT.parent / "shared" / "realcluster" / "realcluster.sh"
 DEFAULT_KUBE_BIN = ROOT.parent / "kube-bin-1.36"  # ../shared/realcluster/build.sh's v1.36.2 build
-PORT = 6443
+PORT = int(os.environ.get("RC_PORT") or 6443)  # realcluster.sh's variables: two planes side by side
+ETCD_PORT = int(os.environ.get("RC_ETCD_PORT") or 2379)
 SERVER = f"https://127.0.0.1:{PORT}"
 TOKEN = "admintoken"  # realcluster.sh's admin token (system:masters), loopback only
 NAMESPACE = "bench"
@@ -129,7 +134,8 @@ SCHEDULER_METRICS = ("scheduler_framework_extension_point_duration_seconds",
                      "scheduler_pod_scheduling_sli_duration_seconds")
 STREAM_RATE = 250.0  # pods/s the stream mode's loader creates (both schedulers sustain it here)
 CLEANUP_TIMEOUT = 600.0  # s for a reused control plane's namespace to be emptied between runs
-LOCK = Path("/tmp/placer-realcluster.lock")  # one control plane at a time on this machine
+# one control plane at a time per API-server port on this machine
+LOCK = Path("/tmp/placer-realcluster.lock" if PORT == 6443 else f"/tmp/placer-realcluster-{PORT}.lock")
 # synthetic.py's workloads a real API server takes as they are (`claims` needs a PV controller)
 WORKLOADS = tuple(w for w in SYNTHETIC_WORKLOADS if w != "claims")
 DRA = "/apis/resource.k8s.io/v1"
@@ -181,16 +187,22 @@ def _ancestors() -> set[int]:
     return pids
 
 
+def placer_command() -> Path:
+    """`placer` as the image installs it (`make`'s `.venv-run`: the lock and Placer's wheel, no test
+    tools, no example plugin: the shipped start-up), else this checkout's development `.venv`;
+    `$PLACER_BIN` wins."""
+    chosen = os.environ.get("PLACER_BIN")
+    if chosen:
+        return Path(chosen)
+    shipped = ROOT / ".venv-run" / "bin" / "placer"
+    return shipped if shipped.exists() else ROOT / ".venv" / "bin" / "placer"
+
+
 def precompile(tree: Path) -> None:
-    """Placer's sources in `tree` byte-compiled and its dataclasses' methods compiled, as the
-    image's build leaves them (`compileall`, `python -m placer.precompile`): an editable install
-    under PYTHONDONTWRITEBYTECODE would otherwise compile both again at every start. A tree from
-    before `placer.precompile` gets `compileall` only."""
+    """Placer's sources in `tree` byte-compiled, as the image's build leaves them (`compileall`): an
+    editable install under PYTHONDONTWRITEBYTECODE would otherwise compile them at every start."""
     package = tree / "operator" / "placer"
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
-    if (package / "precompile.py").exists():
-        subprocess.run([sys.executable, "-m", "placer.precompile"], check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "PYTHONPATH": str(tree / "operator")})
 
 
 def hold_lock() -> int | None:
@@ -303,19 +315,19 @@ class Api:
                    allow_missing: bool = False, allow_status: tuple[int, ...] = ()) -> Any:
         """One call; a 5xx or 429 (etcd hiccups on a loaded 2-core machine) is retried a few times.
         A 409 (and any of `allow_status`) returns the Status; a 404 returns None if `allow_missing`."""
-        data = None if body is None else json.dumps(body)
+        data = None if body is None else orjson.dumps(body)  # orjson: the loader's own CPU, on the same cores
         for attempt in range(5):
             async with self.session.request(method, self.server + path, data=data,
                                             headers={"Content-Type": content_type}) as response:
-                text = await response.text()
+                raw = await response.read()
                 if (response.status >= 500 or response.status == 429) and attempt < 4:
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue
                 if response.status == 404 and allow_missing:
                     return None
                 if response.status >= 300 and response.status != 409 and response.status not in allow_status:
-                    raise RuntimeError(f"{method} {path}: {response.status} {text[:300]}")
-                return json.loads(text) if text else None
+                    raise RuntimeError(f"{method} {path}: {response.status} {raw[:300].decode(errors='replace')}")
+                return orjson.loads(raw) if raw else None
         return None
 
     async def many(self, calls: list[tuple[str, str, Any, str]], concurrency: int = 32,
@@ -361,8 +373,22 @@ class Api:
         return start
 
 
-def control_plane_up(kube_bin: Path, state: Path, port: int = PORT) -> Path:
-    env = {**os.environ, "KUBE_BIN": str(kube_bin), "RC_DIR": str(state), "RC_PORT": str(port)}
+def plane_state(default: Path) -> Path:
+    """The control plane's state folder: $RC_DIR when set, else `default`."""
+    return Path(os.environ["RC_DIR"]) if os.environ.get("RC_DIR") else default
+
+
+def _plane_env(kube_bin: Path, state: Path, port: int, apiserver_args: str = "") -> dict[str, str]:
+    env = {**os.environ, "KUBE_BIN": str(kube_bin), "RC_DIR": str(state), "RC_PORT": str(port),
+           "RC_ETCD_PORT": str(ETCD_PORT)}
+    if apiserver_args:
+        env["RC_APISERVER_ARGS"] = f"{os.environ.get('RC_APISERVER_ARGS', '')} {apiserver_args}".strip()
+    return env
+
+
+def control_plane_up(kube_bin: Path, state: Path, port: int = PORT, apiserver_args: str = "") -> Path:
+    """etcd and the API server started afresh (etcd wiped); `apiserver_args` adds flags."""
+    env = _plane_env(kube_bin, state, port, apiserver_args)
     subprocess.run(["bash", str(REALCLUSTER), "down"], env=env, check=False, capture_output=True)
     done = subprocess.run(["bash", str(REALCLUSTER), "up"], env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -379,10 +405,10 @@ def control_plane_down(kube_bin: Path, state: Path, port: int = PORT) -> None:
     for name in ("apiserver", "etcd"):
         with contextlib.suppress(OSError, ValueError):
             pids.append(int((state / f"{name}.pid").read_text().strip()))
-    env = {**os.environ, "KUBE_BIN": str(kube_bin), "RC_DIR": str(state)}
+    env = _plane_env(kube_bin, state, port)
     subprocess.run(["bash", str(REALCLUSTER), "down"], env=env, check=False, capture_output=True)
     deadline = time.monotonic() + 3
-    while any(_alive(pid) for pid in pids) or not all(port_free(p) for p in (port, 2379)):
+    while any(_alive(pid) for pid in pids) or not all(port_free(p) for p in (port, ETCD_PORT)):
         if time.monotonic() > deadline:
             for pid in pids:
                 with contextlib.suppress(OSError):
@@ -441,6 +467,14 @@ async def populate(api: Api, nodes: list[Obj], kubeconfig: Path, objects: Sequen
                     for n in nodes])
     await api.many([("PATCH", f"/api/v1/nodes/{n['metadata']['name']}/status", {"status": n["status"]},
                      "application/merge-patch+json") for n in nodes])
+    await install_profile(api, kubeconfig)
+    for batch in object_calls(list(objects)):
+        await api.many(batch)
+
+
+async def install_profile(api: Api, kubeconfig: Path) -> None:
+    """Placer's CRDs and the benchmark's SchedulerProfile: schedulerName PLACER_NAME, no plugins
+    named, so kube's default profile's (API.md)."""
     subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "apply", "-f", str(ROOT / "crds")],
                    check=True, capture_output=True)
     subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "wait", "--for=condition=Established",
@@ -448,8 +482,6 @@ async def populate(api: Api, nodes: list[Obj], kubeconfig: Path, objects: Sequen
     profile = {"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile", "metadata": {"name": "bench"},
                "spec": {"schedulerName": PLACER_NAME}}
     await api.call("POST", "/apis/placer.dev/v1alpha1/schedulerprofiles", profile)
-    for batch in object_calls(list(objects)):
-        await api.many(batch)
 
 
 def pod_calls(pods: list[Obj], scheduler_name: str) -> list[tuple[str, str, Any, str]]:
@@ -626,9 +658,11 @@ def pipeline_stages(log: Path, bound: int) -> dict[str, dict[str, Any]]:
     return stages
 
 
-def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path) -> subprocess.Popen[bytes]:
-    """kube-scheduler (raised client limits, its /metrics served on METRICS_PORT), Placer, or the
-    limit row's bare client (bench/limit_client.py)."""
+def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path, metrics_port: int = 0,
+                    namespace: str = NAMESPACE) -> subprocess.Popen[bytes]:
+    """kube-scheduler (raised client limits, its /metrics served on `metrics_port`, METRICS_PORT by
+    default), Placer (its /metrics on `metrics_port`, PLACER_METRICS_PORT by default), or the limit
+    row's bare client (bench/limit_client.py) for the pods of `namespace` ("": every namespace)."""
     log = open(workdir / f"{which}.log", "wb")  # noqa: SIM115 - the child holds it
     if which == "kube-scheduler":
         config = workdir / "kube-scheduler.yaml"
@@ -642,34 +676,41 @@ def start_scheduler(which: str, kubeconfig: Path, kube_bin: Path, workdir: Path)
             "profiles": [{"schedulerName": KUBE_SCHEDULER_NAME}],
         }))
         # its secure port with a self-signed certificate, /metrics open to anyone on loopback
-        command = [str(kube_bin / "kube-scheduler"), f"--config={config}", f"--secure-port={METRICS_PORT}",
-                   "--bind-address=127.0.0.1", f"--cert-dir={workdir}", "--authentication-skip-lookup",
+        command = [str(kube_bin / "kube-scheduler"), f"--config={config}",
+                   f"--secure-port={metrics_port or METRICS_PORT}", "--bind-address=127.0.0.1",
+                   f"--cert-dir={workdir}", "--authentication-skip-lookup",
                    f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
                    "--authorization-always-allow-paths=/metrics,/healthz", "--v=0"]
         env = dict(os.environ)
     elif which == "limit":
-        command = [sys.executable, str(ROOT / "bench" / "limit_client.py"), str(kubeconfig), NAMESPACE, LIMIT_NAME]
+        command = [sys.executable, str(ROOT / "bench" / "limit_client.py"), str(kubeconfig), namespace, LIMIT_NAME]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     elif which == "pipeline":
         command = [sys.executable, str(ROOT / "bench" / "pipeline_prototype.py"), str(kubeconfig), NAMESPACE,
                    PIPELINE_NAME]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     else:
-        command = [str(ROOT / ".venv" / "bin" / "placer"), "run", "--no-leader-elect", "--metrics-port",
-                   str(PLACER_METRICS_PORT)]
+        command = [str(placer_command()), "run", "--no-leader-elect", "--metrics-port",
+                   str(metrics_port or PLACER_METRICS_PORT)]
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAMESPACE": "default"}
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-async def scrape_metrics(api: Api) -> dict[str, list[dict[str, Any]]]:
+async def scrape_metrics(api: Api, port: int = METRICS_PORT) -> dict[str, list[dict[str, Any]]]:
     """kube-scheduler's histograms (SCHEDULER_METRICS) from its /metrics; empty if it does not answer."""
+    text = await metrics_page(api, port)
+    return histograms(text) if text else {}
+
+
+async def metrics_page(api: Api, port: int = METRICS_PORT) -> str:
+    """kube-scheduler's /metrics page (on its secure port); "" if it does not answer."""
     with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-        async with api.session.get(f"https://127.0.0.1:{METRICS_PORT}/metrics",
+        async with api.session.get(f"https://127.0.0.1:{port}/metrics",
                                    timeout=aiohttp.ClientTimeout(total=20)) as response:
             if response.status == 200:
-                return histograms(await response.text())
+                return await response.text()
             print(f"  kube-scheduler /metrics: HTTP {response.status}", flush=True)
-    return {}
+    return ""
 
 
 def attempts_by_result(text: str) -> dict[str, float]:
@@ -683,10 +724,10 @@ def attempts_by_result(text: str) -> dict[str, float]:
     return attempts
 
 
-async def placer_attempts(api: Api) -> dict[str, float]:
+async def placer_attempts(api: Api, port: int = PLACER_METRICS_PORT) -> dict[str, float]:
     """`attempts_by_result` of Placer's /metrics; empty if it does not answer."""
     with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-        async with api.session.get(f"http://127.0.0.1:{PLACER_METRICS_PORT}/metrics",
+        async with api.session.get(f"http://127.0.0.1:{port}/metrics",
                                    timeout=aiohttp.ClientTimeout(total=20)) as response:
             return attempts_by_result(await response.text())
     return {}
@@ -712,7 +753,7 @@ class Plane:
 
     def __init__(self, kube_bin: Path, folder: Path) -> None:
         self.kube_bin = kube_bin
-        self.state = folder / "control-plane"
+        self.state = plane_state(folder / "control-plane")
         self.kubeconfig: Path | None = None
 
     async def ready(self, api: Api, nodes: list[Obj], objects: Sequence[Obj]) -> Path:
@@ -766,7 +807,7 @@ async def one_run(which: str, nodes: list[Obj], pods: list[Obj], mode: str, kube
     """One scheduler (or the limit client) on the workload: on a fresh control plane, or on `plane`."""
     with tempfile.TemporaryDirectory(prefix="real-bench-") as tmp:
         workdir = Path(tmp)
-        state = plane.state if plane is not None else workdir / "control-plane"
+        state = plane.state if plane is not None else plane_state(workdir / "control-plane")
         api = Api()
         process = None
         metrics: dict[str, list[dict[str, Any]]] = {}

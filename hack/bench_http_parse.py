@@ -1,6 +1,6 @@
 """CPU per reply of the transport's parser (docs/performance.md, issue 23), medians of timeit runs.
 
-    .venv/bin/python hack/bench_http_parse.py [module]      # default placer.controller.http
+    .venv/bin/python hack/bench_http_parse.py [module]      # default placer.controller.transport.http
 
 Feeds one connection (no socket: a stub transport) the two replies Placer reads most: a 426-byte
 reply to a binding POST (201 and a Status) and a 359-byte watch chunk (one event line), each in one
@@ -110,4 +110,5 @@ async def _measure(http: object) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_measure(importlib.import_module(sys.argv[1] if len(sys.argv) > 1 else "placer.controller.http")))
+    module = sys.argv[1] if len(sys.argv) > 1 else "placer.controller.transport.http"
+    asyncio.run(_measure(importlib.import_module(module)))

@@ -456,3 +456,22 @@ async def test_count_bindings_resumes_a_closed_watch_and_relists_after_410() -> 
     assert sorted(watch.bound_at) == ["p1", "p2", "p3", "p4", "p5"]
     assert (watch.restarts, watch.relists) == (2, 1)
     assert watch.binds == {"p1": 1, "p2": 2, "p3": 1, "p4": 1, "p5": 1}  # p2 on two nodes: bound twice
+
+
+def test_plane_ports_and_folder_from_realclusters_variables(tmp_path: Path) -> None:
+    """RC_PORT, RC_ETCD_PORT and RC_DIR (realcluster.sh's) choose the plane: two side by side, each
+    with its own lock."""
+    code = (f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import real_bench as r, pathlib; "
+            "print(r.PORT, r.ETCD_PORT, r.SERVER, r.LOCK, r.plane_state(pathlib.Path('/default'))); "
+            "env = r._plane_env(pathlib.Path('/bin'), pathlib.Path('/state'), r.PORT, '--x=1'); "
+            "print(env['RC_PORT'], env['RC_ETCD_PORT'], env['RC_DIR'], env['RC_APISERVER_ARGS'])")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RC_")}
+    mine = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={
+        **environment, "RC_PORT": "6643", "RC_ETCD_PORT": "2579", "RC_DIR": str(tmp_path),
+        "RC_APISERVER_ARGS": "--v=2"}).stdout.splitlines()
+    assert mine == [f"6643 2579 https://127.0.0.1:6643 /tmp/placer-realcluster-6643.lock {tmp_path}",
+                    "6643 2579 /state --v=2 --x=1"]
+    default = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env=environment).stdout.splitlines()
+    assert default == ["6443 2379 https://127.0.0.1:6443 /tmp/placer-realcluster.lock /default",
+                       "6443 2379 /state --x=1"]

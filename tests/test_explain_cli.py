@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -257,3 +258,62 @@ async def test_on_a_server_without_resource_k8s_io_v1_a_pod_with_claims_is_expla
     assert [line for line in err.splitlines() if "resource.k8s.io" in line] == [
         f"warning: /apis/resource.k8s.io/v1/{plural} is not served by this API server: none are used"
         for plural in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")]
+
+
+async def test_a_pod_waiting_for_binding_conditions_and_a_shared_device(
+    kube_emulator: KubeEmulator, run: Explain
+) -> None:
+    """A pod whose claim is allocated and reserved for it, its device's binding condition not True
+    yet: explain says which condition it waits for and since when; a share of a GPU shows the
+    device's memory used (every share) and left."""
+    emu = kube_emulator
+    emu.add_node("n1")
+    profile(emu)
+    claims = "resource.k8s.io/v1/resourceclaims"
+    allocated_at = time.time() - 60
+    stamp, reported = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(allocated_at + d)) for d in (0, 5))
+    deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(allocated_at) + 600))
+    pinned = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    emu.create("resource.k8s.io/v1/deviceclasses", {"metadata": {"name": "fabric"}, "spec": {}})
+    emu.create("resource.k8s.io/v1/resourceslices", {"metadata": {"name": "gpus"}, "spec": {
+        "driver": "gpu.example.com", "nodeName": "n1",
+        "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "80Gi"}}}]}})
+    pod = emu.add_pod("job", scheduler_name=SCHEDULER, spec={"resourceClaims": [
+        {"name": "acc", "resourceClaimName": "accel"}, {"name": "mem", "resourceClaimName": "mem"}]})
+    mine = [{"resource": "pods", "name": "job", "uid": pod["metadata"]["uid"]}]
+    emu.create(claims, {"metadata": {"name": "accel", "namespace": "default"},
+                        "spec": {"devices": {"requests": [{"name": "acc", "exactly": {"deviceClassName": "fabric"}}]}},
+                        "status": {"reservedFor": mine, "allocation": {"devices": {"results": [{
+                            "request": "acc", "driver": "fabric.example.com", "pool": "fabric", "device": "accel-0",
+                            "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}]},
+                            "nodeSelector": pinned, "allocationTimestamp": stamp},
+                            "devices": [{"driver": "fabric.example.com", "pool": "fabric", "device": "accel-0",
+                                         "conditions": [{"type": "Attached", "status": "False", "reason": "Wiring",
+                                                         "message": "", "lastTransitionTime": reported}]}]}})
+
+    def share(name: str, uid: str, amount: str, reserved: list[dict[str, str]]) -> None:
+        emu.create(claims, {"metadata": {"name": name, "namespace": "default"},
+                            "spec": {"devices": {"requests": [
+                                {"name": "mem", "exactly": {"deviceClassName": "fabric"}}]}},
+                            "status": {"reservedFor": reserved, "allocation": {"devices": {"results": [{
+                                "request": "mem", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0",
+                                "shareID": uid, "consumedCapacity": {"memory": amount}}]}, "nodeSelector": pinned}}})
+
+    share("mem", "1b4e28ba-2fa1-11d2-883f-b9a761bde3fb", "30Gi", mine)
+    share("other", "6fa459ea-ee8a-3ca4-894e-db77e160355e", "20Gi", [])
+
+    doc = await run.json("default/job")
+    assert doc["node"] == "n1" and doc["message"] is None
+    accel, memory = doc["devices"]
+    assert accel["binding"] == {
+        "ready": False, "pending": ["Attached"], "failed": [], "since": stamp, "timeout": deadline, "timedOut": False,
+        "reported": [{"type": "Attached", "status": "False", "reason": "Wiring", "message": "", "since": reported}]}
+    assert memory["consumedCapacity"] == {"memory": "30Gi"}
+    assert memory["capacity"] == {"memory": {"used": "50Gi", "left": "30Gi"}}
+    code, out, _ = await run("default/job")
+    assert code == 0
+    assert (f"  default/accel acc: fabric.example.com/fabric/accel-0, waiting for binding conditions Attached since "
+            f"{stamp} (times out at {deadline})") in out.splitlines()
+    assert ("  default/mem mem: gpu.example.com/n1/gpu-0, share of 30Gi memory (50Gi used, 30Gi left)"
+            in out.splitlines())

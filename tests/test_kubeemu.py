@@ -1548,3 +1548,82 @@ async def test_podgroups_are_stored_as_a_v136_server_with_the_gang_gates_stores_
         assert emu.get(res, "g", "ns")["metadata"].get("deletionTimestamp")
         emu.patch(res, "g", {"metadata": {"finalizers": None}}, "ns")
         assert emu.get(res, "g", "ns") is None
+
+
+CLAIMS_PATH = "resource.k8s.io/v1/resourceclaims"
+SLICES_PATH = "resource.k8s.io/v1/resourceslices"
+SHARE = "1b4e28ba-2fa1-11d2-883f-b9a761bde3fb"
+
+
+def _result(**extra: Any) -> dict[str, Any]:
+    return {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0", **extra}
+
+
+async def test_resource_claim_status_updates_as_a_v136_server_validates_them(kube_emulator: KubeEmulator) -> None:
+    """The status update rules a scheduler's and a driver's writes meet: reservedFor needs an
+    allocation, an allocation is immutable, status.devices name allocated devices (and go with
+    their allocation), a share ID is a normalized UUID."""
+    emu = kube_emulator
+    emu.create(CLAIMS_PATH, {"metadata": {"name": "c", "namespace": "default"},
+                             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "g"}}]}}})
+    pod_ref = {"resource": "pods", "name": "p", "uid": "u1"}
+    with pytest.raises(ApiError, match=r"status\.reservedFor: Forbidden: may not be specified when `allocated` is not"):
+        emu.patch(CLAIMS_PATH, "c", {"status": {"reservedFor": [pod_ref]}}, "default", subresource="status")
+    with pytest.raises(ApiError, match="shareID: Invalid value: \"X\": error validating uid: invalid UUID length: 1"):
+        emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": {"devices": {"results": [_result(shareID="X")]}}}},
+                  "default", subresource="status")
+    with pytest.raises(ApiError, match="uid must be in RFC 4122 normalized form"):
+        emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": {"devices": {"results": [
+            _result(shareID=SHARE.upper())]}}}}, "default", subresource="status")
+    allocation = {"devices": {"results": [_result(shareID=SHARE, consumedCapacity={"memory": "12Gi"},
+                                                   bindingConditions=["Ready"])]},
+                  "allocationTimestamp": "2027-01-15T08:00:00Z"}
+    emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": allocation, "reservedFor": [pod_ref]}}, "default",
+              subresource="status")
+    with pytest.raises(ApiError, match=r"status\.allocation: Invalid value: .*: field is immutable"):
+        emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": {**allocation, "allocationTimestamp": None}}},
+                  "default", subresource="status")
+    with pytest.raises(ApiError, match=r'status\.devices\[0\]: Invalid value: \{"Driver":"gpu\.example\.com",'
+                                       r'"Pool":"n1","Device":"gpu-0","ShareID":""\}: must be an allocated device'):
+        emu.patch(CLAIMS_PATH, "c", {"status": {"devices": [
+            {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}, "default", subresource="status")
+    device_status = {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0", "shareID": SHARE,
+                     "conditions": [{"type": "Ready", "status": "True", "reason": "Attached", "message": "",
+                                     "lastTransitionTime": "2027-01-15T08:00:00Z"}]}
+    emu.patch(CLAIMS_PATH, "c", {"status": {"devices": [device_status]}}, "default", subresource="status")
+    # deallocated: the driver's status of the device goes with it
+    emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": None, "reservedFor": None}}, "default", subresource="status")
+    assert stored(emu, CLAIMS_PATH, "c", "default").get("status", {}) == {}
+
+
+async def test_dra_fields_of_v136_gates_on_older_servers() -> None:
+    """DRAConsumableCapacity and DRADeviceBindingConditions are on by default from v1.36: a v1.35
+    server drops their fields (shares, request policies, capacity requests, distinctAttribute,
+    binding conditions), unless already in use in the stored object."""
+    slice_body = {"metadata": {"name": "s"}, "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                  "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1}, "devices": [{
+                      "name": "gpu-0", "allowMultipleAllocations": True, "bindingConditions": ["Ready"],
+                      "bindsToNode": True,
+                      "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "8Gi"}}}}]}}
+    claim_body = {"metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": {
+        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "g", "capacity": {"requests": {"memory": "8Gi"}}}}],
+        "constraints": [{"distinctAttribute": "gpu.example.com/numa"}]}}}
+    for version in ("1.35", "1.36"):
+        async with KubeEmulator(kube_version=version) as emu:
+            emu.create(SLICES_PATH, slice_body)
+            emu.create(CLAIMS_PATH, claim_body)
+            emu.patch(CLAIMS_PATH, "c", {"status": {"allocation": {"devices": {"results": [
+                _result(shareID=SHARE, consumedCapacity={"memory": "8Gi"}, bindingConditions=["Ready"])]}}}},
+                "default", subresource="status")
+            (device,) = stored(emu, SLICES_PATH, "s")["spec"]["devices"]
+            claim = stored(emu, CLAIMS_PATH, "c", "default")
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+            if version == "1.35":
+                assert device == {"name": "gpu-0", "capacity": {"memory": {"value": "80Gi"}}}
+                assert claim["spec"]["devices"]["requests"][0]["exactly"] == {"deviceClassName": "g"}
+                assert claim["spec"]["devices"]["constraints"] == [{}]
+                assert result == _result()
+            else:
+                assert device == slice_body["spec"]["devices"][0]
+                assert claim["spec"] == claim_body["spec"]
+                assert result["shareID"] == SHARE and result["bindingConditions"] == ["Ready"]

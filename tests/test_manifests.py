@@ -64,8 +64,6 @@ CLUSTER_RULES = {
     ("ClusterRole", "placer.dev", "schedulerprofiles/status", "patch", ""),
     ("ClusterRole", "metrics.k8s.io", "nodes", "get", ""),
     ("ClusterRole", "metrics.k8s.io", "nodes", "list", ""),
-    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "list", ""),
-    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "watch", ""),
     # every kind the engine's catalog reads (namespaces, services, workloads, storage, ...)
     *(("ClusterRole", kind.group, kind.plural, verb, "")
       for kind in CATALOG_KINDS for verb in ("get", "list", "watch")),
@@ -883,3 +881,20 @@ def test_requirements_lock_covers_the_runtime_dependencies() -> None:
     # Everything those packages need (as installed here) is pinned too.
     needed = set(lock.closure(lock.runtime_requirements()))
     assert needed <= set(pins), f"requirements.lock lacks {sorted(needed - set(pins))}"
+
+
+def test_kubernetes_asyncio_is_only_in_the_auth_provider_extra() -> None:
+    """Kopf imports kubernetes_asyncio's generated client whenever it is installed (every start pays
+    for it): neither Placer's dependencies, nor anything they pull in, nor the image's lock bring it;
+    the `auth-provider` extra does, for the kubeconfig users that need it."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "kubernetes-asyncio" not in {canonicalize_name(Requirement(raw).name) for raw in project["dependencies"]}
+    assert "kubernetes-asyncio" not in lock.closure(lock.runtime_requirements())
+    lines = (ROOT / "requirements.lock").read_text().splitlines()
+    pinned = {canonicalize_name(line.partition("==")[0]) for line in lines if line and not line.startswith("#")}
+    assert "kubernetes-asyncio" not in pinned
+    extra = [canonicalize_name(Requirement(raw).name) for raw in project["optional-dependencies"]["auth-provider"]]
+    assert extra == ["kubernetes-asyncio"]

@@ -21,7 +21,7 @@ import audit  # noqa: E402
 import e2e_bench  # noqa: E402 - the emulator's loader (32 POSTs in flight)
 import real_bench  # noqa: E402
 import synthetic  # noqa: E402
-from placer.controller.reporting import REPORTING_CONTROLLER  # noqa: E402
+from placer.controller.binding.reporting import REPORTING_CONTROLLER  # noqa: E402
 
 from tests.kubeemu import EmulatorProcess  # noqa: E402
 

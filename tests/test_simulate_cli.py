@@ -14,6 +14,7 @@ from placer.cli import main
 from placer.engine.parsing import parse_node, parse_pod, parse_timestamp
 from placer.engine.profile import DEFAULT_SCORES
 from placer.testing import node, node_metrics, pod
+from placer.testing_devices import claim_pod, device, device_class, request, resource_claim, resource_slice
 
 from tests.cli_helpers import run, run_json, write
 
@@ -511,3 +512,45 @@ def test_required_arguments() -> None:
     with pytest.raises(SystemExit) as caught:
         main(["simulate", "--cluster", "x.yaml", "--profile", "p.yaml", "--top", "-1"])
     assert caught.value.code == 2
+
+
+def test_shared_devices_and_devices_with_binding_conditions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Placements taking shares of one GPU's memory: each share's consumed capacity and ID, and the
+    device's capacity used and left after it; the third does not fit. A device that must be prepared
+    shows its binding conditions. The table lists both under the pods."""
+    gpus = "gpu.example.com"
+    docs = [
+        node("n1", cpu="8", memory="16Gi"),
+        device_class("shared", f'device.driver == "{gpus}" && device.allowMultipleAllocations'),
+        device_class("fabric", 'device.driver == "fabric.example.com"'),
+        resource_slice("n1-gpus", gpus, node="n1",
+                       devices=[device("gpu-0", capacity={"memory": "80Gi"}, multiple=True)]),
+        resource_slice("n1-fabric", "fabric.example.com", node="n1", devices=[
+            device("accel-0", binding_conditions=["Attached"], binding_failure_conditions=["Failed"])]),
+        *(resource_claim(f"m{i}", requests=[request("mem", "shared", capacity={"memory": "30Gi"})]) for i in range(3)),
+        resource_claim("a", requests=[request("acc", "fabric")]),
+        *(claim_pod(f"p{i}", claims={"gpu": f"m{i}"}, created=f"2025-01-0{i + 1}T00:00:00Z") for i in range(3)),
+        claim_pod("job", claims={"acc": "a"}, created="2025-01-09T00:00:00Z"),
+    ]
+    cluster = write(tmp_path / "cluster.yaml", *docs)
+    profiles = write(tmp_path / "profiles.yaml", profile_doc("default"))
+    result = run_json(capsys, "--cluster", cluster, "--profile", profiles)
+    placed = {p["pod"]: p for p in result["placements"]}
+    shares = [placed[f"default/p{i}"]["devices"][0] for i in range(2)]
+    for share, used, left in zip(shares, ("30Gi", "60Gi"), ("50Gi", "20Gi"), strict=True):
+        assert share["consumedCapacity"] == {"memory": "30Gi"} and len(share["shareID"]) == 36
+        assert share["capacity"] == {"memory": {"used": used, "left": left}}
+    assert shares[0]["shareID"] != shares[1]["shareID"]
+    assert placed["default/p2"]["node"] is None
+    assert placed["default/p2"]["message"].startswith("0/1 nodes are available: 1 cannot allocate all claims.")
+    (accel,) = placed["default/job"]["devices"]
+    assert (accel["bindingConditions"], accel["bindingFailureConditions"]) == (["Attached"], ["Failed"])
+    assert "shareID" not in accel and "capacity" not in accel
+    code, out, _ = run(capsys, "--cluster", cluster, "--profile", profiles)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[lines.index("devices shared or to be prepared:") + 1:] == [
+        "  default/p0: default/m0 mem: gpu.example.com/n1/gpu-0, share of 30Gi memory (30Gi used, 50Gi left)",
+        "  default/p1: default/m1 mem: gpu.example.com/n1/gpu-0, share of 30Gi memory (60Gi used, 20Gi left)",
+        "  default/job: default/a acc: fabric.example.com/n1/accel-0, binding conditions Attached",
+    ]

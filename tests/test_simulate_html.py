@@ -15,6 +15,7 @@ import pytest
 import yaml
 from placer.cli import main
 from placer.testing import node, pod
+from placer.testing_devices import claim_pod, device, device_class, request, resource_claim, resource_slice
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_CLUSTER = ROOT / "examples" / "cluster.yaml"
@@ -231,3 +232,28 @@ def test_unwritable_html_path_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_
                  "--html", str(tmp_path / "missing" / "page.html")])
     assert code == 2
     assert "--html" in capsys.readouterr().err
+
+
+def test_shared_and_prepared_devices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A placement taking a share of a GPU says what it takes and what is left; one whose device must
+    be prepared says which conditions."""
+    gpus = "gpu.example.com"
+    objects = [
+        node("a", cpu="4", memory="8Gi"),
+        device_class("shared", f'device.driver == "{gpus}"'),
+        resource_slice("a-gpus", gpus, node="a", devices=[
+            device("gpu-0", capacity={"memory": "80Gi"}, multiple=True),
+            device("accel-0", binding_conditions=["Attached"])]),
+        resource_claim("m", requests=[request("mem", "shared", capacity={"memory": "30Gi"})]),
+        resource_claim("acc", requests=[request("any", "shared")]),  # all of gpu-0's memory: no room, so accel-0
+        claim_pod("p", claims={"gpu": "m"}, created="2025-01-01T00:00:00Z"),
+        claim_pod("q", claims={"dev": "acc"}, created="2025-01-02T00:00:00Z"),
+    ]
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(yaml.safe_dump({"apiVersion": "placer.dev/v1alpha1", "kind": "SchedulerProfile",
+                                       "metadata": {"name": "default"}, "spec": {"schedulerName": "placer"}}))
+    _, text, _ = simulate_html(capsys, tmp_path, [cluster], [profile])
+    assert "allocates a share of gpu.example.com/gpu-0 for default/m (30Gi memory (50Gi left))" in text
+    assert "allocates gpu.example.com/accel-0 for default/acc (to be prepared: Attached)" in text

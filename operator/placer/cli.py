@@ -4,7 +4,6 @@ cluster), `placer import-config` (a kube-scheduler config as profiles) and `plac
 from __future__ import annotations
 
 import argparse
-import gc
 import re
 import sys
 from collections.abc import Sequence
@@ -214,18 +213,21 @@ def run_options(args: argparse.Namespace) -> Options:
     )
 
 
-def _run(args: argparse.Namespace, gc_paused: bool) -> int:
-    from placer.controller.main import run
+def _run(args: argparse.Namespace) -> int:
+    try:
+        from placer.controller.main import run
+    except ImportError as error:  # PluginsNotInstalled: a source tree, not installed
+        print(f"placer run: {error}", file=sys.stderr)
+        return 1
 
-    return run(run_options(args), gc_paused=gc_paused)
+    return run(run_options(args))
 
 
 def _load_plugins(command: str) -> bool:
     """Register the plugins (entry points) before a command; False when Placer is not installed.
 
     A plugin package that cannot be loaded is skipped, told once on stderr here, and the command
-    goes on with the other plugins. Not for `placer run`: it imports them (with the engine) while
-    its first LISTs are on their way, and logs what could not be loaded
+    goes on with the other plugins. Not for `placer run`: it logs what could not be loaded
     (`placer.controller.main.operate`).
     """
     try:
@@ -240,26 +242,15 @@ def _load_plugins(command: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # `placer run`'s start-up allocates much that lives on (the modules, then the cluster's objects
-    # of the first resync) and nothing worth a cyclic collection: the collector, which would scan
-    # it all again and again (~0.1 s of CPU before the first binding), waits until the first resync
-    # is filed (placer.controller.main.operate freezes what exists then and resumes it)
-    gc_paused = args.command == "run" and gc.isenabled()
-    if gc_paused:
-        gc.disable()
-    try:
-        if args.command == "run":
-            return _run(args, gc_paused)
-        if not _load_plugins(args.command):
-            return 1
-        if args.command == "simulate":
-            return _simulate(args)
-        if args.command == "explain":
-            return _explain(args)
-        return _import_config(args)
-    finally:
-        if gc_paused:
-            gc.enable()
+    if args.command == "run":
+        return _run(args)
+    if not _load_plugins(args.command):
+        return 1
+    if args.command == "simulate":
+        return _simulate(args)
+    if args.command == "explain":
+        return _explain(args)
+    return _import_config(args)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from placer.controller.kube import ApiError, KubeClient
-from placer.controller.kubeconfig import ConfigError
-from placer.controller.profiles import uses_node_utilization
+from placer.controller.profiles.registry import uses_node_utilization
+from placer.controller.transport import ApiError, ConfigError, KubeClient
 from placer.engine.cluster import ClusterState
 from placer.engine.explain import Explanation, explain
 from placer.engine.gang import Outcome, decide_group
@@ -31,12 +31,14 @@ from placer.engine.objects import ObjectError, PodInfo
 from placer.engine.parsing import parse_pod
 from placer.engine.profile import API_VERSION, KIND, Profile
 from placer.engine.runtime import Scheduler
+from placer.plugins.dynamic_resources import claimed_devices
 from placer.simulate import (
     Documents,
     InputError,
     assign_owners,
     cluster_from_documents,
     compile_profile_documents,
+    device_line,
 )
 
 __all__ = [
@@ -358,9 +360,11 @@ def _preemption(explanation: Explanation) -> dict[str, Any] | None:
 
 
 def explanation_json(explanation: Explanation, all_nodes: bool = False,
-                     group: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     group: Mapping[str, Any] | None = None,
+                     devices: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """API.md §5's object, keys in the contract's order, then Placer's additions (a group member's
-    `group`: see `group_view`)."""
+    `group`: see `group_view`; `devices`: what the pod's claims are allocated,
+    `dynamic_resources.claimed_devices`)."""
     names = list(explanation.rejected)
     shown = names if all_nodes else names[:REJECTED_LIMIT]
     result = {
@@ -377,6 +381,7 @@ def explanation_json(explanation: Explanation, all_nodes: bool = False,
         "scored": explanation.scored,
         "nodeRank": explanation.node_rank,
         "preemption": _preemption(explanation),
+        "devices": [dict(d) for d in devices],
     }
     if group is not None:
         result["group"] = dict(group)
@@ -427,8 +432,9 @@ def _render_placements(group: Mapping[str, Any], out: TextIO) -> None:
 
 
 def render_explanation(e: Explanation, out: TextIO, all_nodes: bool = False,
-                       group: Mapping[str, Any] | None = None) -> None:
-    """The table: a headline, kube's message, every refused node's reasons, the scores."""
+                       group: Mapping[str, Any] | None = None, devices: Sequence[Mapping[str, Any]] = ()) -> None:
+    """The table: a headline, kube's message, the pod's devices, every refused node's reasons, the
+    scores."""
     out.write(_headline(e) + "\n")
     if group is not None:
         state = "placed" if group["placed"] else "not placed"
@@ -437,6 +443,10 @@ def render_explanation(e: Explanation, out: TextIO, all_nodes: bool = False,
         _render_placements(group, out)
     if e.message:
         out.write(e.message + "\n")
+    if devices:
+        out.write("\ndevices of its claims\n")
+        for device in devices:
+            out.write(f"  {device_line(device)}\n")
     names = list(e.rejected)
     shown = names if all_nodes else names[:REJECTED_LIMIT]
     if shown:
@@ -517,10 +527,11 @@ async def run_explain(options: ExplainOptions, out: TextIO, err: TextIO) -> int:
             err.write(f"warning: {warning}\n")
         explanation = explain(inputs.pod, inputs.profile, inputs.cluster, top=options.top)
         group = group_view(inputs, explanation, options.top)
+        devices = claimed_devices(inputs.pod, inputs.cluster, time.time())
         if options.output == "json":
-            render_json(explanation_json(explanation, options.all_nodes, group), out)
+            render_json(explanation_json(explanation, options.all_nodes, group, devices), out)
         else:
-            render_explanation(explanation, out, options.all_nodes, group)
+            render_explanation(explanation, out, options.all_nodes, group, devices)
         return 0
     except ExplainError as error:
         err.write(f"placer explain: {error}\n")

@@ -454,8 +454,16 @@ def render_html(
             target = volume["volume"] or "a new volume"
             extras.append(f'binds {_e(volume["claim"])} to {_e(target)}')
         for device in p.get("devices") or []:
-            extras.append(f'allocates {_e(device.get("driver", ""))}/{_e(device.get("device", ""))} '
-                          f'for {_e(device.get("claim", ""))}')
+            line = (f'allocates {"a share of " if "shareID" in device else ""}{_e(device.get("driver", ""))}/'
+                    f'{_e(device.get("device", ""))} for {_e(device.get("claim", ""))}')
+            usage = device.get("capacity") or {}
+            taken = [f'{_e(amount)} {_e(name)}' + (f' ({_e(usage[name]["left"])} left)' if name in usage else "")
+                     for name, amount in (device.get("consumedCapacity") or {}).items()]
+            if taken:
+                line += f' ({", ".join(taken)})'
+            if device.get("bindingConditions"):
+                line += f' (to be prepared: {_e(", ".join(device["bindingConditions"]))})'
+            extras.append(line)
         group = p.get("group")
         if group:
             domain = group.get("placement")

@@ -34,6 +34,7 @@ __all__ = [
     "assign_owners",
     "cluster_from_documents",
     "compile_profile_documents",
+    "device_line",
     "load_cluster",
     "load_profiles",
     "place",
@@ -416,6 +417,42 @@ def render_table(simulation: Simulation, out: TextIO) -> None:
         groups.setdefault(group["name"], group_line(group))
     if groups:
         out.write("groups: " + ", ".join(groups.values()) + "\n")
+    shown = [(d.pod, device) for d in simulation.decisions for device in _devices(d)
+             if "shareID" in device or "bindingConditions" in device]
+    if shown:  # shares of a device (its capacity used and left then), devices to be prepared
+        out.write("devices shared or to be prepared:\n")
+        for pod, device in shown:
+            out.write(f"  {pod}: {device_line(device)}\n")
+
+
+def device_line(device: Mapping[str, Any]) -> str:
+    """One allocated device as explain and simulate print it: the claim's request and the device, a
+    share's consumed capacity and what the device has left, where its binding conditions stand."""
+    line = f"{device['claim']} {device['request']}: {device['driver']}/{device['pool']}/{device['device']}"
+    consumed = device.get("consumedCapacity")
+    if consumed:
+        usage = device.get("capacity") or {}
+        shares = []
+        for name, amount in consumed.items():
+            left = usage.get(name)
+            shares.append(f"{amount} {name}" + (f" ({left['used']} used, {left['left']} left)" if left else ""))
+        line += ", share of " + ", ".join(shares)
+    elif "shareID" in device:
+        line += ", a share"
+    binding = device.get("binding")
+    if binding is not None:
+        if binding["failed"]:
+            line += f", binding failed: {', '.join(binding['failed'])}"
+        elif binding["ready"]:
+            line += ", binding conditions met"
+        else:
+            since = f" since {binding['since']}" if binding.get("since") else ""
+            until = " (timed out)" if binding.get("timedOut") else (
+                f" (times out at {binding['timeout']})" if binding.get("timeout") else "")
+            line += f", waiting for binding conditions {', '.join(binding['pending'])}{since}{until}"
+    elif device.get("bindingConditions"):
+        line += f", binding conditions {', '.join(device['bindingConditions'])}"
+    return line
 
 
 def group_line(group: dict[str, Any]) -> str:

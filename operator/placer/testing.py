@@ -470,12 +470,16 @@ def filter_result(plugin: Plugin, pod_obj: Obj | PodInfo, cluster: ClusterState)
 
 def fits_without_answers(plugin: Plugin, pod_obj: Obj | PodInfo, cluster: ClusterState) -> set[bool]:
     """Check a filter's `fits_without` against its `filter` run with the pods gone, for every subset of
-    the pods of every node; returns the answers seen (so a test can require both)."""
+    the pods of every node, and so its `eviction_terms` where it has them (the shortfall covered by
+    what the subset frees; what every pod below each priority frees); returns the answers seen (so a
+    test can require both)."""
     assert isinstance(plugin, FilterPlugin)
     info = pod_info(pod_obj)
     count = len(cluster.pods)
     seen: set[bool] = set()
-    for name, slot in cluster.index.items():
+    slots = np.fromiter(cluster.index.values(), dtype=np.int64)
+    terms = plugin.eviction_terms(info, cluster, slots) if plugin.filter(info, cluster) is not None else None
+    for position, (name, slot) in enumerate(cluster.index.items()):
         records = list(cluster.pods_on(name))
         for size in range(len(records) + 1):
             for removed in itertools.combinations(records, size):
@@ -483,7 +487,19 @@ def fits_without_answers(plugin: Plugin, pod_obj: Obj | PodInfo, cluster: Cluste
                     mask = plugin.filter(info, cluster)
                     expected = mask is None or bool(mask[slot])
                 assert plugin.fits_without(info, cluster, slot, removed) is expected, (name, removed)
+                if terms is not None:
+                    freed = np.zeros(terms.shortfall.shape[1], dtype=np.int64)
+                    for record in removed:
+                        freed += np.asarray(terms.frees(record.pod), dtype=np.int64)
+                    assert bool((terms.shortfall[position] <= freed).all()) is expected, (name, removed, freed)
                 seen.add(expected)
+        if terms is not None and terms.frees_below is not None:
+            for priority in sorted({record.pod.priority for record in records} | {info.priority}):
+                below = [record for record in records if record.pod.priority < priority]
+                freed = np.zeros(terms.shortfall.shape[1], dtype=np.int64)
+                for record in below:
+                    freed += np.asarray(terms.frees(record.pod), dtype=np.int64)
+                assert terms.frees_below(priority)[position].tolist() == freed.tolist(), (name, priority)
     assert len(cluster.pods) == count  # every pod put back
     return seen
 

@@ -22,6 +22,7 @@ from placer.testing import pod as plain_pod
 __all__ = [
     "allocation",
     "attribute",
+    "capacity_policy",
     "claim_pod",
     "device",
     "device_class",
@@ -65,7 +66,7 @@ def attribute(value: int | bool | str, version: bool = False) -> Obj:
 def device(
     name: str,
     attributes: Mapping[str, Any] | None = None,
-    capacity: Mapping[str, str] | None = None,
+    capacity: Mapping[str, str | Obj] | None = None,
     *,
     taints: Sequence[Obj] = (),
     node_name: str | None = None,
@@ -73,13 +74,24 @@ def device(
     all_nodes: bool = False,
     consumes: Sequence[tuple[str, Mapping[str, str]]] = (),
     binding_conditions: Sequence[str] = (),
+    binding_failure_conditions: Sequence[str] = (),
+    binds_to_node: bool | None = None,
+    multiple: bool = False,
 ) -> Obj:
-    """A device; `attributes` values are raw attribute objects or plain values (see `attribute`)."""
+    """A device; `attributes` values are raw attribute objects or plain values (see `attribute`);
+    `capacity` values are quantities, or whole `DeviceCapacity` objects (see `capacity_policy`);
+    `multiple`: `allowMultipleAllocations` (a device shared by several claims)."""
     out: Obj = {"name": name}
     if attributes:
         out["attributes"] = {k: v if isinstance(v, dict) else attribute(v) for k, v in attributes.items()}
     if capacity:
-        out["capacity"] = {k: {"value": v} for k, v in capacity.items()}
+        out["capacity"] = {k: dict(v) if isinstance(v, Mapping) else {"value": v} for k, v in capacity.items()}
+    if multiple:
+        out["allowMultipleAllocations"] = True
+    if binding_failure_conditions:
+        out["bindingFailureConditions"] = list(binding_failure_conditions)
+    if binds_to_node is not None:
+        out["bindsToNode"] = binds_to_node
     if taints:
         out["taints"] = [dict(t) for t in taints]
     if node_name:
@@ -95,6 +107,21 @@ def device(
     if binding_conditions:
         out["bindingConditions"] = list(binding_conditions)
     return out
+
+
+def capacity_policy(
+    value: str, *, default: str | None = None, valid_values: Sequence[str] | None = None,
+    minimum: str | None = None, maximum: str | None = None, step: str | None = None,
+) -> Obj:
+    """A device's capacity with a `requestPolicy` (a default, and `validValues` or a `validRange`)."""
+    policy: Obj = {}
+    if default is not None:
+        policy["default"] = default
+    if valid_values is not None:
+        policy["validValues"] = list(valid_values)
+    if minimum is not None or maximum is not None or step is not None:
+        policy["validRange"] = {k: v for k, v in (("min", minimum), ("max", maximum), ("step", step)) if v is not None}
+    return {"value": value, "requestPolicy": policy}
 
 
 def resource_slice(
@@ -141,8 +168,10 @@ def request(
     mode: str | None = None,
     admin_access: bool | None = None,
     tolerations: Sequence[Obj] = (),
+    capacity: Mapping[str, str] | None = None,
 ) -> Obj:
-    """A request for `count` (default 1) devices of a class (`mode="All"`: every matching one)."""
+    """A request for `count` (default 1) devices of a class (`mode="All"`: every matching one);
+    `capacity`: what to take of a shared device's capacities (`capacity.requests`)."""
     exactly: Obj = {"deviceClassName": device_class}
     if mode:
         exactly["allocationMode"] = mode
@@ -154,14 +183,16 @@ def request(
         exactly["adminAccess"] = admin_access
     if tolerations:
         exactly["tolerations"] = [dict(t) for t in tolerations]
+    if capacity is not None:
+        exactly["capacity"] = {"requests": dict(capacity)}
     return {"name": name, "exactly": exactly}
 
 
 def sub_request(
     name: str, device_class: str, count: int | None = None, *selectors: str | None, mode: str | None = None,
-    tolerations: Sequence[Obj] = (),
+    tolerations: Sequence[Obj] = (), capacity: Mapping[str, str] | None = None,
 ) -> Obj:
-    sub = request(name, device_class, count, *selectors, mode=mode, tolerations=tolerations)
+    sub = request(name, device_class, count, *selectors, mode=mode, tolerations=tolerations, capacity=capacity)
     return {"name": name, **sub["exactly"]}
 
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from placer.controller.kube import ApiError, BindOutcome, BindResult, Reply
 from placer.controller.main import operate
 from placer.controller.options import Options
 from placer.controller.state import SchedulerState
+from placer.controller.transport.client import ApiError, BindOutcome, BindResult, Reply
 from placer.engine.framework import ObjectRef, Write
 from placer.engine.kinds import KINDS as CATALOG_KINDS
 
@@ -115,7 +115,7 @@ def profile(
 
 
 class OnePage:
-    """A LIST of one page, as `placer.controller.kube.Pages` hands pages out."""
+    """A LIST of one page, as `placer.controller.transport.client.Pages` hands pages out."""
 
     def __init__(self, path: str, listing: Awaitable[tuple[list[dict[str, Any]], str]]) -> None:
         self.path = path
@@ -178,7 +178,7 @@ class FakeKube:
     async def list_objects(self, path: str, query: Any = ()) -> tuple[list[dict[str, Any]], str]:
         return [json.loads(json.dumps(item)) for item in self.lists.get(path, [])], "1000"
 
-    def list_pages(self, path: str, query: Any = (), *, limit: int = 500, first: int | None = None) -> OnePage:
+    def list_pages(self, path: str, query: Any = (), *, limit: int = 500) -> OnePage:
         """`list_objects` as the one page of a paged LIST (KubeClient.list_pages)."""
         return OnePage(path, self.list_objects(path, query))
 
@@ -468,8 +468,6 @@ def operator_options(kubeconfig: Path, identity: str = "op-a", **overrides: Any)
         "report_workers": 4,
         "watch_server_timeout": 60,
         "health_ping_interval": 1.0,
-        "verify_interval": 0.5,
-        "relist_settle": 0.2,
         "watch_backoff": 0.1,
         "watch_max_backoff": 0.5,
     }

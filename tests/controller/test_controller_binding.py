@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from placer.controller.loop import SchedulingLoop
-from placer.controller.preemption import pod_ref
+from placer.controller.scheduling.loop import SchedulingLoop
+from placer.controller.scheduling.preemption import pod_ref
 from placer.controller.state import SchedulerState
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import STRATEGIC_MERGE_PATCH, FilterPlugin, NoArgs, PostBindPlugin, Write
@@ -46,10 +46,10 @@ async def running(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Running]:
     monkeypatch.setitem(REGISTRY, MarkBound.name, MarkBound)
     kube = FakeKube()
     state = unit_state(kube, initial_backoff=0.05, max_backoff=0.2)
-    loop = SchedulingLoop(state)
+    loop = state.loop
     task = asyncio.create_task(loop.run())
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.cache.observe_profile(profile("held", "placer", filters=[
+    state.profile_feed.upsert(profile("held", "placer", filters=[
         {"name": "NodeResourcesFit"}, {"name": "HoldUntilLabelled"}, {"name": "MarkBound"}]))
     state.cache.observe_node(node("n1", cpu="1"))
     state.may_schedule.set()

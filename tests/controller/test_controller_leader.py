@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from placer.controller.kube import ApiError
-from placer.controller.leader import LeaderElector
+from placer.controller.lifecycle.leader import LeaderElector
+from placer.controller.transport.client import ApiError
 
 from tests.controller.helpers import FakeLeaseStore
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import placer.controller.loop as loop_module
+import placer.controller.scheduling.loop as loop_module
 import pytest
-from placer.controller.kube import BindOutcome, BindResult
-from placer.controller.loop import SchedulingLoop
+from placer.controller.scheduling.loop import SchedulingLoop
 from placer.controller.state import SchedulerState
+from placer.controller.transport.client import BindOutcome, BindResult
 
 from tests.controller.helpers import FakeKube, node, pod, profile, unit_state, until
 
@@ -20,10 +20,10 @@ Running = tuple[SchedulerState, FakeKube, SchedulingLoop]
 async def running() -> AsyncIterator[Running]:
     kube = FakeKube()
     state = unit_state(kube, max_binds_in_flight=4, initial_backoff=0.05, max_backoff=0.2)
-    loop = SchedulingLoop(state)
+    loop = state.loop
     task = asyncio.create_task(loop.run())
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.cache.observe_profile(profile("default", "placer"))
+    state.profile_feed.upsert(profile("default", "placer"))
     state.may_schedule.set()
     yield state, kube, loop
     for job in (task, *workers):
@@ -172,7 +172,7 @@ async def test_pods_of_other_schedulers_are_left_alone(running: Running) -> None
     await asyncio.sleep(0.1)
     assert kube.binds == [] and "default/theirs" not in state.queue
     assert "default/theirs" in state.cache.pending["default-scheduler"]
-    state.cache.observe_profile(profile("late", "default-scheduler"))  # a profile takes the name over
+    state.profile_feed.upsert(profile("late", "default-scheduler"))  # a profile takes the name over
     await until(lambda: kube.binds == [("default/theirs", "n1")])
 
 
@@ -192,11 +192,11 @@ async def test_a_profile_reload_applies_from_the_next_cycle(running: Running) ->
     state.cache.observe_node(node("a"))
     state.cache.observe_node(node("b"))
     prefer = [{"name": "PreferNode", "weight": 100, "args": {"nodes": ["a"]}}]
-    state.cache.observe_profile(profile("default", "placer", generation=2, scores=prefer))
+    state.profile_feed.upsert(profile("default", "placer", generation=2, scores=prefer))
     state.cache.observe_pod(pod("p1"))
     await until(lambda: len(kube.binds) == 1)
     prefer = [{"name": "PreferNode", "weight": 100, "args": {"nodes": ["b"]}}]
-    state.cache.observe_profile(profile("default", "placer", generation=3, scores=prefer))
+    state.profile_feed.upsert(profile("default", "placer", generation=3, scores=prefer))
     state.cache.observe_pod(pod("p2"))
     await until(lambda: len(kube.binds) == 2)
     assert kube.binds == [("default/p1", "a"), ("default/p2", "b")]
@@ -226,30 +226,3 @@ async def test_pods_are_decided_back_to_back_once_binds_are_answered(
         state.cache.observe_pod(pod(f"p{index}"))
     await until(lambda: len(decided) == 7)
     assert decided[4:] == [5, 6, 7]
-
-
-async def test_under_way_waits_for_the_first_answered_bind_or_an_empty_queue(running: Running) -> None:
-    """What Kopf's start waits for (`operate`): the first bind's answer, or a queue with nothing to
-    decide; at most its limit when neither comes."""
-    state, kube, loop = running
-    await asyncio.wait_for(loop.under_way(5.0), 1.0)  # nothing pending: the loop found the queue empty
-    held = asyncio.Event()
-
-    async def bind(key: str, node_name: str) -> BindOutcome:
-        await held.wait()
-        return BindOutcome(BindResult.BOUND)
-
-    kube.bind_result = bind
-    idle = SchedulingLoop(state)  # a loop that has not run: neither happens, the limit ends the wait
-    clock = asyncio.get_running_loop().time
-    started = clock()
-    await idle.under_way(0.2)
-    assert 0.19 <= clock() - started < 1.0
-    state.cache.observe_node(node("n1"))
-    state.cache.observe_pod(pod("p1"))
-    await until(lambda: kube.binds)
-    waiting = asyncio.ensure_future(loop.binding.answered.wait())
-    await asyncio.sleep(0.05)
-    assert not waiting.done()  # the bind is out, not answered
-    held.set()
-    await asyncio.wait_for(waiting, 1.0)

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from placer.controller.kube import ApiError
-from placer.controller.loop import SchedulingLoop
+from placer.controller.scheduling.loop import SchedulingLoop
 from placer.controller.state import SchedulerState
+from placer.controller.transport.client import ApiError
 from placer.engine.kinds import KINDS
 from placer.engine.storage import BIND_COMPLETED, SELECTED_NODE
 from placer.plugins.volume_binding import BOUND_BY_CONTROLLER
@@ -64,7 +64,7 @@ def pod_with(name: str, *claims: str, cpu: str = "1") -> dict[str, Any]:
 
 def observe(state: SchedulerState, plural: str, raw: dict[str, Any]) -> None:
     """What the watch delivers: the object as the API server holds it."""
-    state.catalog.observe(KIND_OF[plural], raw)
+    state.catalog_feeds[KIND_OF[plural].plural].upsert(raw)
 
 
 def put(state: SchedulerState, kube: FakeKube, plural: str, raw: dict[str, Any]) -> None:
@@ -85,10 +85,10 @@ async def running() -> AsyncIterator[Running]:
     kube = FakeKube()
     state = unit_state(kube, max_binds_in_flight=1, initial_backoff=0.05, max_backoff=0.2, pre_bind_timeout=0.5)
     kube.on_write = lambda plural, raw: observe(state, plural, raw)  # the watch echoes every write
-    loop = SchedulingLoop(state)
+    loop = state.loop
     task = asyncio.create_task(loop.run())
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.cache.observe_profile(profile("volumes", "placer", filters=FILTERS))
+    state.profile_feed.upsert(profile("volumes", "placer", filters=FILTERS))
     state.cache.observe_node(node("n1", cpu="4"))
     observe(state, "storageclasses", storage_class(LOCAL, "kubernetes.io/no-provisioner"))
     observe(state, "storageclasses", storage_class(FAST, "csi.example.com"))
@@ -183,7 +183,11 @@ async def test_a_rejected_write_leaves_nothing_assumed(running: Running) -> None
     await until(lambda: "default/p" not in state.cluster.pods)
     assert_nothing_held(state)
     assert state.cluster.catalog.get(PV, "pv1").claim is None  # the catalog shows the server's copy again
-    [(_, patch)] = kube.conditions
+    # nominated to its node before PreBind (kube's NominatedNodeNameForExpectation), then, the binding
+    # failed, nominated nowhere in the patch that writes its condition (kube's updatePod)
+    [(_, nominated), (_, patch)] = kube.conditions
+    assert nominated == {"status": {"nominatedNodeName": "n1"}, "metadata": {"uid": "uid-p"}}
+    assert patch["status"]["nominatedNodeName"] is None
     condition = patch["status"]["conditions"][0]
     assert (condition["reason"], condition["message"]) == ("SchedulerError", notes(kube)[0])
     kube.write_status = None  # the next attempt goes through
@@ -363,9 +367,6 @@ async def test_the_catalog_shows_the_assumption_and_keeps_the_servers_copy(runni
     catalog = state.cluster.catalog
     assert catalog.assumed(PV, "pv1") and catalog.get(PV, "pv1").claim == ("default", "data", "uid-data")
     assert catalog.server_copy(PV, "pv1").claim is None
-    stale = volume("pv1")
-    stale["metadata"]["resourceVersion"] = "1"
     observe(state, "persistentvolumes", kube.volumes["pv1"])  # the watch echoes our write at last
-    observe(state, "persistentvolumes", stale)  # a stale copy (a resync's LIST) does not go back in time
     assert catalog.server_copy(PV, "pv1").claim == ("default", "data", "uid-data")
     assert not catalog.assumed(PV, "pv1")

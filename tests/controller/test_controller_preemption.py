@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from placer.controller.loop import SchedulingLoop
+from placer.controller.scheduling.loop import SchedulingLoop
 from placer.controller.state import SchedulerState
 from placer.engine.kinds import KINDS_BY_NAME
 
@@ -38,9 +39,9 @@ async def manual() -> AsyncIterator[Manual]:
     """A state and a loop whose cycles the test runs itself (`decide`), with reporters running."""
     kube = FakeKube()
     state = unit_state(kube, initial_backoff=0.05, max_backoff=0.2)
-    loop = SchedulingLoop(state)
+    loop = state.loop
     workers = [asyncio.create_task(state.reporter.worker()) for _ in range(2)]
-    state.cache.observe_profile(profile("default", "placer"))
+    state.profile_feed.upsert(profile("default", "placer"))
     state.may_schedule.set()
     yield state, kube, loop
     jobs = [*workers, *loop.preemptions.tasks]
@@ -339,14 +340,14 @@ async def test_a_preemptor_is_not_decided_again_while_its_victims_are_evicted(ma
 async def test_losing_leadership_stops_the_evictions() -> None:
     kube = FakeKube()
     state = unit_state(kube, initial_backoff=0.05)
-    leading = [True]
-    state.is_leader = lambda: leading[0]  # type: ignore[method-assign]
-    loop = SchedulingLoop(state)
-    state.cache.observe_profile(profile("default", "placer"))
+    lease = SimpleNamespace(is_leader=True)
+    state.leader = lease  # type: ignore[assignment]
+    loop = state.loop
+    state.profile_feed.upsert(profile("default", "placer"))
     full_node(state)
     state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
-    leading[0] = False
+    lease.is_leader = False
     await asyncio.gather(*loop.preemptions.tasks)
     assert kube.pod_writes == []
     assert state.metrics.preemption_victims.get(result="abandoned") == 1
@@ -357,7 +358,7 @@ async def test_losing_leadership_stops_the_evictions() -> None:
 
 def test_nominations_follow_the_pods_status() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.cache.observe_node(node("n2"))
     nominated = state.cluster.nominated
@@ -394,26 +395,26 @@ def test_nominations_follow_the_pods_status() -> None:
     state.cache.observe_pod(pending("other", "1", 10, nominated="n1", scheduler="someone-else"))
     assert "default/other" not in nominated
     # ...until a profile serves it; and no longer when it stops
-    state.cache.observe_profile(profile("q", "someone-else"))
+    state.profile_feed.upsert(profile("q", "someone-else"))
     assert nominated["default/other"][1] == "n1"
-    state.cache.profile_deleted(profile("q", "someone-else"))
+    state.profile_feed.delete(profile("q", "someone-else"))
     assert "default/other" not in nominated
 
 
 def test_a_new_term_rebuilds_the_nominations_from_the_pods_status() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.cache.observe_pod(pending("written", "1", 10, nominated="n1"))
     state.cache.observe_pod(pending("unwritten", "1", 10))
     state.cluster.nominate(state.cache.pending["placer"]["default/unwritten"], "n1")  # never reached the server
-    state.nominations.rebuild()
+    state.nominations.rebuild(state.cache.pending, state.profiles.scheduler_names())
     assert set(state.cluster.nominated) == {"default/written"}
 
 
 def test_a_nominated_pod_deleted_wakes_the_pods_it_held_room_from() -> None:
     state = unit_state(initial_backoff=0.0)
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.cache.observe_pod(pending("held", "1", 10, nominated="n1"))
     state.cache.observe_pod(pending("waiting", "1", 0))
@@ -436,8 +437,8 @@ def priority_class(name: str, value: int, global_default: bool = False) -> dict[
 
 def test_a_pod_without_spec_priority_takes_its_priority_class_value() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
-    state.catalog.observe(KINDS_BY_NAME["PriorityClass"], priority_class("high", 1000))
+    state.profile_feed.upsert(profile("p", "placer"))
+    state.catalog_feeds[KINDS_BY_NAME["PriorityClass"].plural].upsert(priority_class("high", 1000))
     state.cache.observe_pod(pod("named", spec={"priorityClassName": "high"}))
     state.cache.observe_pod(pod("plain"))
     state.cache.observe_pod(pod("given", spec={"priorityClassName": "high", "priority": 7}))
@@ -445,7 +446,7 @@ def test_a_pod_without_spec_priority_takes_its_priority_class_value() -> None:
     assert pending_pods["default/named"].priority == 1000
     assert pending_pods["default/plain"].priority == 0
     assert pending_pods["default/given"].priority == 7  # the API server's value stands
-    state.catalog.observe(KINDS_BY_NAME["PriorityClass"], priority_class("base", 5, global_default=True))
+    state.catalog_feeds[KINDS_BY_NAME["PriorityClass"].plural].upsert(priority_class("base", 5, global_default=True))
     state.cache.observe_pod(pod("defaulted"))
     assert pending_pods["default/defaulted"].priority == 5
     state.cache.observe_pod(pod("missing", spec={"priorityClassName": "nope"}))

@@ -5,7 +5,7 @@ Conflict) — one series per profile, gone with the profile."""
 from __future__ import annotations
 
 from placer.controller.metrics import Metrics
-from placer.controller.profiles import ProfileRegistry
+from placer.controller.profiles.registry import ProfileRegistry
 from placer.engine.cluster import ClusterState
 
 from tests.controller.helpers import profile, unit_state
@@ -77,12 +77,12 @@ def test_a_shadow_profile_is_ready_once_it_compiles() -> None:
 def test_exported_on_every_replica_from_the_watch() -> None:
     # a follower writes no status, but computes the same condition: its /metrics says it too
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer", **BAD_ARGS))
+    state.profile_feed.upsert(profile("p", "placer", **BAD_ARGS))
     text = state.metrics.render()
     assert "# TYPE placer_profile_ready gauge" in text
     assert 'placer_profile_ready{profile="p",reason="InvalidArgs"} 0' in text
-    state.cache.observe_profile(profile("p", "placer", generation=2))
+    state.profile_feed.upsert(profile("p", "placer", generation=2))
     text = state.metrics.render()
     assert 'placer_profile_ready{profile="p",reason="Loaded"} 1' in text and 'reason="InvalidArgs"' not in text
-    state.cache.profile_deleted(profile("p", "placer"))
+    state.profile_feed.delete(profile("p", "placer"))
     assert "placer_profile_ready{" not in state.metrics.render()

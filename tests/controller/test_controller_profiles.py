@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from placer.controller.metrics import Metrics
-from placer.controller.profiles import ProfileRegistry
+from placer.controller.profiles.registry import ProfileRegistry
 from placer.engine.cluster import ClusterState
 from placer.engine.profile import Profile
 

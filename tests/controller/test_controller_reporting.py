@@ -6,9 +6,9 @@ import asyncio
 import datetime as dt
 import re
 
-from placer.controller.leader import micro_time
+from placer.controller.binding.reporting import Condition, Reporter, pod_scheduled_condition
+from placer.controller.lifecycle.leader import micro_time
 from placer.controller.metrics import Metrics
-from placer.controller.reporting import Condition, Reporter, pod_scheduled_condition
 from placer.engine.parsing import parse_pod
 
 from tests.controller.helpers import FakeKube, pod

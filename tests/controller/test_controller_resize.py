@@ -56,7 +56,7 @@ def setup() -> tuple[SchedulerState, list[str | None], str]:
     events: list[str | None] = []
     wake = state.cache.wake
     state.cache.wake = lambda event=None, *objects: (events.append(event), wake(event, *objects))[-1]
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1", cpu="4"))
     state.cache.observe_pod(resized("running", "3", "3", "3"))
     assert cpu_requested(state) == 3000

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from placer.controller.metrics import Metrics
-from placer.controller.profiles import ProfileRegistry
-from placer.controller.shadow import (
+from placer.controller.profiles.registry import ProfileRegistry
+from placer.controller.profiles.shadow import (
     KEPT_DISAGREEMENTS,
     Disagreement,
     NodeTable,
@@ -289,7 +289,7 @@ def shadow_state() -> tuple[Any, FakeKube]:
     state = unit_state(kube)
     state.cache.observe_node(node("a"))
     state.cache.observe_node(node("b"))
-    state.cache.observe_profile(profile("shadow", "shadow-scheduler", mode="Shadow", shadowOf=TARGET,
+    state.profile_feed.upsert(profile("shadow", "shadow-scheduler", mode="Shadow", shadowOf=TARGET,
                                   scores=[{"name": "PreferNode", "args": {"nodes": ["b"]}}]))
     return state, kube
 

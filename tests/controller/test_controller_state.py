@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import placer.controller.cache as cache_module
+import placer.controller.informers.cache as cache_module
 import pytest
-from placer.controller.health import health
 from placer.controller.metrics import Metrics
 from placer.controller.state import SchedulerState
-from placer.engine.kinds import KINDS_BY_NAME
 from placer.engine.parsing import parse_pod
-from placer.testing import namespace, replica_set
 
-from tests.controller.helpers import FakeKube, node, pod, profile, unit_state
+from tests.controller.helpers import node, pod, profile, unit_state
 
 
 def cpu_requested(state: SchedulerState, node_name: str) -> int:
@@ -45,15 +42,15 @@ def test_unbound_pods_are_indexed_by_scheduler_name_and_queued_when_owned() -> N
     state.cache.observe_pod(pod("a", scheduler="s1"))
     state.cache.observe_pod(pod("b", scheduler="s2"))
     assert set(state.cache.pending) == {"s1", "s2"} and len(state.queue) == 0
-    state.cache.observe_profile(profile("p1", "s1"))
+    state.profile_feed.upsert(profile("p1", "s1"))
     assert "default/a" in state.queue and "default/b" not in state.queue
-    state.cache.profile_deleted(profile("p1", "s1"))
+    state.profile_feed.delete(profile("p1", "s1"))
     assert "default/a" not in state.queue and "default/a" in state.cache.pending["s1"]
 
 
 def test_stale_and_duplicate_events_are_ignored() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.cache.observe_pod(pod("a", cpu="1", node_name="n1", rv=10))
     state.cache.observe_pod(pod("a", cpu="1", rv=5))  # an older, unbound copy (e.g. a lagging listing)
@@ -64,7 +61,7 @@ def test_stale_and_duplicate_events_are_ignored() -> None:
 
 def test_a_recreated_pod_replaces_the_old_one() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.cache.observe_pod(pod("a", cpu="1", node_name="n1", uid="first", rv=10))
     state.cache.observe_pod(pod("a", cpu="1", uid="second", rv=20))
@@ -75,7 +72,7 @@ def test_a_recreated_pod_replaces_the_old_one() -> None:
 
 def test_pods_being_deleted_are_not_scheduled() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     raw = pod("a")
     raw["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
     state.cache.observe_pod(raw)
@@ -84,7 +81,7 @@ def test_pods_being_deleted_are_not_scheduled() -> None:
 
 def test_node_changes_wake_waiting_pods_but_heartbeats_do_not() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.wakeup.clear()
     state.cache.observe_node(node("n1"))  # the same node again (a heartbeat): nothing changed
@@ -106,12 +103,14 @@ def test_an_unusable_node_is_dropped() -> None:
 
 def test_health_reports_starting_until_synced() -> None:
     state = unit_state()
-    assert health(state) == (False, "starting")
-    state.kopf_ready = True
-    assert health(state) == (False, "initial sync not done")
-    state.synced = True
-    healthy, reason = health(state)
+    assert state.health() == (False, "starting")
+    state.started = True
+    assert state.health() == (False, "initial sync not done")
+    state.terms.synced_once = True
+    healthy, reason = state.health()
     assert not healthy and "API server" in reason
+    state.informers["schedulerprofiles"].serving = False  # the CRD is not installed
+    assert state.health() == (False, "not watching schedulerprofiles")
 
 
 def test_metrics_exposition() -> None:
@@ -152,61 +151,9 @@ def test_metric_series_resolved_once_count_into_the_same_exposition() -> None:
     assert metrics.attempt_duration.count(result="scheduled", profile="p") == 2
 
 
-async def test_resync_then_objects_kopf_never_confirms_are_checked_and_dropped() -> None:
-    kube = FakeKube()
-    kube.lists = {
-        "/api/v1/nodes": [node("n1"), node("ghost")],
-        "/apis/placer.dev/v1alpha1/schedulerprofiles": [profile("p", "placer")],
-        "/api/v1/pods": [pod("a"), pod("b", node_name="n1", cpu="1")],
-        "/api/v1/namespaces": [namespace("team-a"), namespace("gone")],
-        "/apis/apps/v1/replicasets": [replica_set("web", {"app": "web"}, "team-a")],
-    }
-    state = unit_state(kube)
-    await state.resync.run()
-    assert state.profiles.active("placer") is not None and state.cluster.node_count == 2
-    assert state.cluster.catalog.count("Namespace") == 2 and state.cluster.catalog.count("ReplicaSet") == 1
-    # pods and nodes are not provisional: Placer's own watches resume from this very LIST
-    assert {kind: len(keys) for kind, keys in state.resync.provisional.items() if keys} == {
-        "profiles": 1, "namespaces": 2, "replicasets": 1}
-    assert {kind: list(paths) for kind, paths in state.resync.watch_versions.items()} == {
-        "pods": ["/api/v1/pods"], "nodes": ["/api/v1/nodes"]}
-    # Kopf's own listing shows what still exists; the profile, namespace "gone" and the
-    # replicaset were deleted in between
-    state.object_event(KINDS_BY_NAME["Namespace"], {"type": None, "object": namespace("team-a")})
-    assert await state.resync.verify_provisional() == 0
-    assert sorted(kube.gets) == [
-        "/api/v1/namespaces/gone", "/apis/apps/v1/namespaces/team-a/replicasets/web",
-        "/apis/placer.dev/v1alpha1/schedulerprofiles/p"]
-    assert state.profiles.active("placer") is None
-    assert state.cluster.catalog.count("Namespace") == 1 and state.cluster.catalog.count("ReplicaSet") == 0
-    assert cpu_requested(state, "n1") == 1000
-
-
-async def test_objects_still_there_stay_provisional_until_kopf_shows_them() -> None:
-    kube = FakeKube()
-    kube.lists = {"/api/v1/namespaces": [namespace("team-a")]}
-    kube.objects = {"/api/v1/namespaces/team-a": namespace("team-a", labels={"new": "label"})}
-    state = unit_state(kube)
-    await state.resync.run()
-    assert await state.resync.verify_provisional() == 1
-    kind = KINDS_BY_NAME["Namespace"]
-    assert state.cluster.catalog.get(kind.name, "team-a").labels.get("new") == "label"  # the fresher copy
-    state.object_event(kind, {"type": "MODIFIED", "object": namespace("team-a", labels={"new": "label"})})
-    assert await state.resync.verify_provisional() == 0
-
-
-async def test_many_unconfirmed_objects_wait_for_kopf_instead_of_a_get_each() -> None:
-    kube = FakeKube()
-    kube.lists = {"/api/v1/namespaces": [namespace(f"ns{i}") for i in range(150)]}
-    state = unit_state(kube)
-    await state.resync.run()
-    assert await state.resync.verify_provisional(limit=100) == 150
-    assert kube.gets == []
-
-
 def test_pods_with_scheduling_gates_wait_until_the_gates_are_removed() -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_pod(pod("a", rv=1, spec={"schedulingGates": [{"name": "example.com/quota"}]}))
     assert "default/a" not in state.queue and "default/a" in state.cache.pending["placer"]
     state.cache.enqueue_pending("placer")  # e.g. a new term: still gated
@@ -237,7 +184,7 @@ def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_the_binding_of_a_pod_we_assumed_is_taken_without_a_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.cache.observe_node(node("n2"))
     raw = pod("a", cpu="1", rv=10, labels={"app": "web"})
@@ -247,7 +194,7 @@ def test_the_binding_of_a_pod_we_assumed_is_taken_without_a_parse(monkeypatch: p
     modified["metadata"]["resourceVersion"] = "11"
     modified["spec"]["nodeName"] = "n1"
     modified["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
-    state.pod_event({"type": "MODIFIED", "object": modified})
+    state.cache.observe_pod(modified)
     assert parsed == []
     record = state.cluster.pods["default/a"]
     assert not record.assumed and record.node == "n1" and record.pod == parse_pod(modified)
@@ -258,7 +205,7 @@ def test_the_binding_of_a_pod_we_assumed_is_taken_without_a_parse(monkeypatch: p
 
 def test_a_binding_elsewhere_or_with_changes_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     state = unit_state()
-    state.cache.observe_profile(profile("p", "placer"))
+    state.profile_feed.upsert(profile("p", "placer"))
     state.cache.observe_node(node("n1"))
     state.cache.observe_node(node("n2"))
     first, second = pod("a", cpu="1", rv=10), pod("b", cpu="1", rv=20)
@@ -272,9 +219,26 @@ def test_a_binding_elsewhere_or_with_changes_is_parsed(monkeypatch: pytest.Monke
     changed["metadata"]["resourceVersion"] = "22"
     changed["metadata"]["labels"] = {"app": "new"}
     changed["spec"]["nodeName"] = "n1"
-    state.pod_event({"type": "MODIFIED", "object": elsewhere})
-    state.pod_event({"type": "MODIFIED", "object": changed})
+    state.cache.observe_pod(elsewhere)
+    state.cache.observe_pod(changed)
     assert parsed == ["a", "b"]
     assert cpu_requested(state, "n1") == 1000 and cpu_requested(state, "n2") == 1000
     assert state.cluster.pods["default/b"].pod.labels == {"app": "new"}
     assert not any(record.assumed for record in state.cluster.pods.values())
+
+
+def test_a_victims_disruption_condition_reaches_the_cache_after_its_deletion_began() -> None:
+    """kube patches DisruptionTarget before deleting a victim, but the watch may bring the deleting
+    copy first: the condition's later copy is still taken (a preemptor waits only for a scheduler's
+    victim terminating on its node)."""
+    state = unit_state()
+    state.cache.observe_node(node("n1"))
+    victim = pod("v", node_name="n1", cpu="1", rv=10)
+    victim["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:05Z"
+    state.cache.observe_pod(victim)
+    assert state.cluster.pods["default/v"].pod.deleting and not state.cluster.pods["default/v"].pod.preempted
+    marked = json.loads(json.dumps(victim))
+    marked["metadata"]["resourceVersion"] = "11"
+    marked["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    state.cache.observe_pod(marked)
+    assert state.cluster.pods["default/v"].pod.preempted

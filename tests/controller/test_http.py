@@ -1,4 +1,4 @@
-"""placer.controller.http against scripted servers: framing, keep-alive, deadlines, the pool, streams."""
+"""placer.controller.transport.http against scripted servers: framing, keep-alive, deadlines, the pool, streams."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from placer.controller import http_stream
-from placer.controller.http import HttpClient, HttpError
-from placer.controller.http_tls import ascii_hostname
-from placer.controller.proxy_env import proxy_for
+from placer.controller.transport import stream as http_stream
+from placer.controller.transport.http import HttpClient, HttpError
+from placer.controller.transport.proxy_env import proxy_for
+from placer.controller.transport.tls import ascii_hostname
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -407,7 +407,7 @@ def test_an_ascii_server_name_skips_the_idna_codec_and_names_the_same_server() -
         via_idna = context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname=name)
         assert via_bytes.server_hostname == via_idna.server_hostname
     assert ascii_hostname("bücher.example") == "bücher.example" and ascii_hostname(None) is None
-    code = ("import sys, ssl; from placer.controller.http_tls import ascii_hostname; "
+    code = ("import sys, ssl; from placer.controller.transport.tls import ascii_hostname; "
             "ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), "
             "server_hostname=ascii_hostname('kubernetes.default.svc')); print('encodings.idna' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-"""placer.controller.http against hostile servers on 127.0.0.1: bounds, truncation, strict framing,
+"""placer.controller.transport.http against hostile servers on 127.0.0.1: bounds, truncation, strict framing,
 the errors a retry policy relies on (NotSentError, TlsVerificationError), SOCKS5, redacted proxy URLs."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from placer.controller.http import (
+from placer.controller.transport.http import (
     BodyTooLargeError,
     HttpClient,
     HttpError,

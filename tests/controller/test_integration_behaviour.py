@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+from placer.controller.lifecycle.health import HealthChecks
 
 from tests.controller.helpers import OperatorThread, until
 from tests.controller.helpers import profile_ready as ready
@@ -275,7 +276,7 @@ async def test_livez_and_readyz_as_a_control_plane_component(kube_emulator: Kube
     emu.add_node("n1")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
     port = _free_port()
-    operator = await launch(metrics_port=port, metrics_host="127.0.0.1", health_window=1.0, health_ping_interval=0.2)
+    await launch(metrics_port=port, metrics_host="127.0.0.1", health_window=1.0, health_ping_interval=0.2)
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
         async def get(path: str) -> tuple[int, str]:
@@ -299,11 +300,18 @@ async def test_livez_and_readyz_as_a_control_plane_component(kube_emulator: Kube
             assert await get("/livez") == (200, "ok\n")  # not a reason to restart
             assert (await get("/healthz"))[0] == 500
         await _poll(lambda: get("/readyz"), lambda r: r[0] == 200, timeout=5)
-        assert operator.state is not None
-        operator.state.shutting_down = True
-        code, text = await get("/readyz")
-        assert code == 500 and "[-]shutdown failed: process is shutting down" in text
-        assert await get("/livez") == (200, "ok\n") and (await get("/healthz"))[0] == 200
+
+
+def test_readyz_says_when_shutting_down() -> None:
+    """kube's `shutdown` check: once told to stop, not ready (still alive, still healthy)."""
+    stopping = False
+    checks = HealthChecks(dict, started=lambda: True, unserved=list, synced=lambda: True, client=None, window=60.0,
+                          stopping=lambda: stopping)
+    assert checks.first_failure() == (True, "ok") and [c() for _, c in checks.readyz] == [None] * 7
+    stopping = True
+    assert dict((name, check()) for name, check in checks.readyz)["shutdown"] == "process is shutting down"
+    assert checks.first_failure() == (True, "ok")  # /healthz does not check it
+    assert [c() for _, c in checks.livez] == [None, None]
 
 
 async def _poll(call: Callable[[], Awaitable[Any]], accept: Callable[[Any], bool], timeout: float = 5.0) -> Any:

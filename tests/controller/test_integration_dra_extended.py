@@ -94,14 +94,15 @@ async def test_an_extended_resource_is_allocated_through_a_claim_before_binding(
     assert status == {"resourceClaimName": name, "requestMappings": [
         {"containerName": container, "resourceName": GPU, "requestName": request}]}
 
-    # the order on the wire: create, finalizer, status, the pod's status, then the binding
+    # the order on the wire: the pod's nominatedNodeName (kube's NominatedNodeNameForExpectation: it
+    # has PreBind work), create, finalizer, status, the pod's extendedResourceClaimStatus, the binding
     create = answered(emu, "POST", r"/namespaces/default/resourceclaims$")
     finalizer = answered(emu, "PATCH", rf"/resourceclaims/{name}$")
     claim_status = answered(emu, "PATCH", rf"/resourceclaims/{name}/status$")
     pod_status = answered(emu, "PATCH", r"/pods/train/status$")  # (a bound pod's status is not written else)
     binding = answered(emu, "POST", r"/pods/train/binding$")
-    assert [len(x) for x in (create, finalizer, claim_status, pod_status, binding)] == [1, 1, 1, 1, 1]
-    assert create[0] < finalizer[0] < claim_status[0] < pod_status[0] < binding[0]
+    assert [len(x) for x in (create, finalizer, claim_status, pod_status, binding)] == [1, 1, 1, 2, 1]
+    assert pod_status[0] < create[0] < finalizer[0] < claim_status[0] < pod_status[1] < binding[0]
 
     # a second pod gets the other device, a third none: it waits, never placed without one
     second = emu.add_pod("second", scheduler_name="placer", extended={GPU: 1})

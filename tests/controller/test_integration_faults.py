@@ -127,7 +127,7 @@ async def test_list_and_watch_errors_are_retried(kube_emulator: KubeEmulator, la
     emu = kube_emulator
     setup(emu)
     early = add_pods(emu, "early", 3)
-    emu.inject("GET", PODS_WATCH, status=500, count=3)  # the first lists (Kopf's and the resync's)
+    emu.inject("GET", PODS_WATCH, status=500, count=3)  # the pods' watch, three times
     operator = await launch()
     await until(lambda: all_bound(emu, early), timeout=10)
     # the watch stream breaks and its reconnects fail for a while
@@ -141,9 +141,9 @@ async def test_list_and_watch_errors_are_retried(kube_emulator: KubeEmulator, la
     assert_sound(emu, early + late)
 
 
-async def test_a_watch_failing_longer_than_kopfs_retries_recovers(kube_emulator: KubeEmulator, launch: Launch) -> None:
-    """Kopf gives a failing list/watch request 8 retries and then ends that resource's watcher for
-    good; Placer makes its retries endless (capped backoff), so the watch resumes whenever it can."""
+async def test_a_watch_failing_for_long_recovers(kube_emulator: KubeEmulator, launch: Launch) -> None:
+    """An informer's retries are endless (capped backoff; Kopf's own default gives up after 8), so the
+    watch resumes whenever it can."""
     emu = kube_emulator
     setup(emu)
     first = add_pods(emu, "first", 2)
@@ -179,8 +179,8 @@ async def test_pods_created_while_the_watch_is_down_are_scheduled(
 
 async def test_an_expired_watch_relists_and_loses_nothing(kube_emulator: KubeEmulator, launch: Launch) -> None:
     """The watch is down while pods come and go, and the history is compacted: the resume gets 410
-    Expired and Kopf lists again. Pods created meanwhile are scheduled; a pod deleted meanwhile,
-    of which no DELETED event will ever come, no longer holds its node."""
+    Expired and the pod informer lists again. Pods created meanwhile are scheduled; a pod deleted
+    meanwhile, of which no DELETED event will ever come, no longer holds its node."""
     emu = kube_emulator
     emu.add_node("n0", cpu="1")
     emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
@@ -189,7 +189,7 @@ async def test_an_expired_watch_relists_and_loses_nothing(kube_emulator: KubeEmu
     operator = await launch(initial_backoff=0.2, max_backoff=0.5)
     state = operator.state
     assert state is not None
-    await until(lambda: bound_node(emu, "old") and watching(emu) and not state.resync.provisional.get("pods"))
+    await until(lambda: bound_node(emu, "old") and watching(emu))
     await until(lambda: "default/old" in state.cluster.pods and not state.cluster.is_assumed("default/old"))
     rule = emu.inject("GET", PODS_WATCH, query="watch=true", status=503, count=None)
     emu.drop_watches()
@@ -200,7 +200,7 @@ async def test_an_expired_watch_relists_and_loses_nothing(kube_emulator: KubeEmu
     emu.faults.remove(rule)
     await until(lambda: all_bound(emu, created), timeout=10)
     assert "default/old" not in state.cluster.pods
-    assert state.resync.resyncs >= 2  # the startup one, and the one after Kopf's re-listing
+    assert state.informers["/api/v1/pods"].lists >= 2  # the startup one, and the one after the 410
     assert_sound(emu, ["stays", *created])
 
 
@@ -248,23 +248,24 @@ async def test_no_hot_loop_while_the_api_server_is_unreachable(kube_emulator: Ku
 async def test_pods_and_nodes_are_listed_once_and_watched_from_that_list(
     kube_emulator: KubeEmulator, launch: Launch, path: str
 ) -> None:
-    """Placer's own pod and node watches: one LIST at startup (pods: the pending and the assigned
-    ones; no second one by Kopf), the watch
-    resumes from that LIST's resourceVersion, and events on the streams reach the engine."""
+    """The pod and node informers: one LIST at startup (pods: the active ones, as kube-scheduler's
+    informer; nobody else lists them), from the watch cache; the watch resumes from that LIST's
+    resourceVersion, and events on the streams reach the engine."""
     emu = kube_emulator
     setup(emu)
     first = add_pods(emu, "p", 3)
     await launch()
     await until(lambda: all_bound(emu, first) and watching(emu))
-    requests = [r for r in emu.requests if r.method == "GET" and r.path == path]
+    failed = "status.phase=Failed,spec.nodeName!="  # the failed pods' informer (kubelet refusals), apart
+    requests = [r for r in emu.requests if r.method == "GET" and r.path == path
+                and parse_qs(r.query).get("fieldSelector") != [failed]]
     lists = [r for r in requests if not r.is_watch]
     watches = [r for r in requests if r.is_watch]
     active = "status.phase!=Succeeded,status.phase!=Failed"
-    if path.endswith("pods"):  # two LISTs: the pending pods, then the assigned ones (issue 25)
-        assert [parse_qs(r.query)["fieldSelector"] for r in lists] == [[f"{active},spec.nodeName="],
-                                                                      [f"{active},spec.nodeName!="]]
-    else:
-        assert len(lists) == 1, [r.query for r in lists]
+    assert len(lists) == 1, [r.query for r in lists]
+    assert parse_qs(lists[0].query)["resourceVersion"] == ["0"]
+    if path.endswith("pods"):
+        assert parse_qs(lists[0].query)["fieldSelector"] == [active]
     watch_query = parse_qs(watches[0].query)
     assert watch_query["allowWatchBookmarks"] == ["true"] and watch_query["resourceVersion"][0].isdigit()
     emu.add_node("big", cpu="16")  # only the node watch can tell about it
@@ -272,5 +273,6 @@ async def test_pods_and_nodes_are_listed_once_and_watched_from_that_list(
     later = add_pods(emu, "q", 2)
     await until(lambda: all_bound(emu, [*later, "huge"]))
     assert bound_node(emu, "huge") == "big"
-    assert len([r for r in emu.requests if r.path == path and not r.is_watch]) == len(lists)
+    assert len([r for r in emu.requests if r.path == path and not r.is_watch
+                and parse_qs(r.query).get("fieldSelector") != [failed]]) == len(lists)
     assert_sound(emu, [*first, *later, "huge"])

@@ -257,13 +257,13 @@ async def test_no_podgroup_api_then_a_crd_installed_later(tmp_path: Path) -> Non
             await until(lambda: bound_node(emu, "solo") == "n1", timeout=10)
             state = operator.state
             assert state is not None
-            assert state.group_watch.kinds == ()
+            assert state.group_kinds.kinds == ()
             await settle(1.0)
             assert bound(emu, ["m0", "m1"]) == [] and events_about(emu, "m0") == []
             emu.create("crd", scheduler_plugins_podgroup_crd())
             coscheduling_group(emu, "mpi", 2)
             await until(lambda: len(bound(emu, ["m0", "m1"])) == 2, timeout=15)
-            assert [k.api_version for k in state.group_watch.kinds] == ["scheduling.x-k8s.io/v1alpha1"]
+            assert [k.api_version for k in state.group_kinds.kinds] == ["scheduling.x-k8s.io/v1alpha1"]
             assert_sound(emu, ["solo", "m0", "m1"])
         finally:
             await operator.stop()

@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from placer.controller.leader import micro_time
+from placer.controller.lifecycle.leader import micro_time
 
 from tests.controller.helpers import OperatorThread, until
 from tests.kubeemu import KubeEmulator

@@ -11,13 +11,12 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 import pytest
-from placer.controller import http as http_module
-from placer.controller import kube as kube_module
-from placer.controller.kube import ApiError, BindResult, KubeClient
-from placer.controller.leader import micro_time
+from placer.controller.lifecycle.leader import micro_time
+from placer.controller.transport import client as kube_module
+from placer.controller.transport import http as http_module
+from placer.controller.transport.client import ApiError, BindResult, KubeClient
 
 from tests.controller.netfixtures import Certs, Proxy, TlsFront, make_certs
 from tests.kubeemu import KubeEmulator
@@ -155,17 +154,6 @@ async def test_list_pages_prefetch_and_start_over(kube_emulator: KubeEmulator, k
     await anext(pages)
     pages.close()
     assert [page async for page in pages] == []
-
-
-async def test_a_listing_may_ask_for_a_smaller_first_page(kube_emulator: KubeEmulator, kube: KubeClient) -> None:
-    """`first`: the first page's size (the resync's pending pods: a snapshot soon, and few pods to
-    file before the first decision); the next pages are `limit` long, and nothing is missed."""
-    for index in range(730):
-        kube_emulator.add_pod(f"p{index}")
-    sizes = [len(items) async for items, _, _ in kube.list_pages("/api/v1/pods", limit=500, first=100)]
-    assert sizes == [100, 500, 130]
-    limits = [dict(parse_qsl(r.query)).get("limit") for r in kube_emulator.requests_matching("GET", r"^/api/v1/pods$")]
-    assert limits == ["100", "500", "500"]
 
 
 async def test_node_metrics(kube_emulator: KubeEmulator, kube: KubeClient) -> None:
@@ -364,7 +352,7 @@ async def test_an_https_proxy_tls_inside_tls(
 async def test_the_proxy_from_the_environment_and_no_proxy(
         kube_emulator: KubeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server named `placer-emu.test` (resolved to the emulator here): a loopback address is
-    never proxied, as client-go never proxies it (placer.controller.proxy_env)."""
+    never proxied, as client-go never proxies it (placer.controller.transport.proxy_env)."""
     name, resolve = "placer-emu.test", socket.getaddrinfo
     monkeypatch.setattr(socket, "getaddrinfo",
                         lambda host, *args, **kwargs: resolve("127.0.0.1" if host == name else host, *args, **kwargs))

@@ -1,4 +1,4 @@
-"""Several operators over time or side by side: restarts, leader election, takeover, resync."""
+"""Several operators over time or side by side: restarts, leader election, takeover, a new term's LISTs."""
 
 from __future__ import annotations
 
@@ -106,8 +106,8 @@ async def test_a_graceful_stop_hands_the_lease_over_at_once(kube_emulator: KubeE
 async def test_a_new_leader_counts_binds_it_has_not_seen_yet(
     kube_emulator: KubeEmulator, launch: Start
 ) -> None:
-    """Binds the old leader made just before it died reach the new one's watch late; its resync
-    LIST on taking over counts them, so the node is not overcommitted."""
+    """Binds the old leader made just before it died reach the new one's watch late; the LISTs of its
+    new term count them, so the node is not overcommitted."""
     emu = kube_emulator
     setup_cluster(emu, cpu="2")
     # a leader that is about to die: it holds a fresh lease and will never renew it

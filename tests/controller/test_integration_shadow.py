@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 import yaml
-from placer.controller.shadow import ShadowRecorder, decision_profile
+from placer.controller.profiles.shadow import ShadowRecorder, decision_profile
 from placer.engine.cluster import ClusterState
 from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import compile_profile

@@ -1,4 +1,4 @@
-"""KubeClient's retry policy (`placer.controller.retry`) against small hostile servers on 127.0.0.1
+"""KubeClient's retry policy (`placer.controller.transport.retry`) against small hostile servers on 127.0.0.1
 that count what they are sent: reads are sent again after connection errors, a write only when
 it never left or its repeat's answer tells what happened; 429/503 for every call, 500/502/504 for
 replay-safe ones; Retry-After in whole seconds, capped; certificate failures never retried."""
@@ -15,19 +15,24 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
 import pytest
-from placer.controller import retry as retry_module
-from placer.controller.effects import Effects
-from placer.controller.http import BodyTooLargeError, NotSentError, TlsVerificationError
-from placer.controller.kube import ApiError, BindResult, KubeClient, Replay
-from placer.controller.kubeconfig import Configuration
+from placer.controller.binding.effects import Effects
+from placer.controller.binding.reporting import Reporter
 from placer.controller.metrics import Metrics
-from placer.controller.reporting import Reporter
-from placer.controller.retry import MAX_RETRY_AFTER, certificate_failure, resendable, retry_after, write_replay
+from placer.controller.transport import retry as retry_module
+from placer.controller.transport.client import ApiError, BindResult, KubeClient, Replay
+from placer.controller.transport.http import BodyTooLargeError, NotSentError, TlsVerificationError
+from placer.controller.transport.kubeconfig import Configuration
+from placer.controller.transport.retry import (
+    MAX_RETRY_AFTER,
+    certificate_failure,
+    resendable,
+    retry_after,
+    write_replay,
+)
 from placer.engine.framework import JSON_PATCH, STRATEGIC_MERGE_PATCH, ObjectRef, Write
 from placer.engine.parsing import parse_pod
 
@@ -319,7 +324,7 @@ async def test_plugin_writes_are_resent_only_when_their_repeat_is_safe(serve: Ca
 async def test_a_delete_whose_repeat_finds_nothing_is_done(serve: Callable[..., Any]) -> None:
     server = await serve(reset, answer(404, status(404, "NotFound", 'pods "p" not found')))
     async with using(client(server.url)) as kube:
-        effects = Effects(SimpleNamespace(kube=kube, metrics=Metrics()))  # type: ignore[arg-type]
+        effects = Effects(kube, Metrics())
         delete = Write(ObjectRef("v1", "Pod", "pods", "p", "default"), delete=True, uid="uid-p")
         written = await effects.write(delete, "default/p")
     assert written.ok and written.status == 404
@@ -337,7 +342,7 @@ async def test_a_resent_write_refused_by_its_own_result_counts_as_written(serve:
                   JSON_PATCH, subresource="status",
                   landed=lambda raw: raw["status"].get("reservedFor") == [{"uid": "u"}])
     async with using(client(server.url)) as kube:
-        written = await Effects(SimpleNamespace(kube=kube, metrics=Metrics())).write(  # type: ignore[arg-type]
+        written = await Effects(kube, Metrics()).write(
             write, "default/p")
     assert written.ok and written.resource_version == "9"
     assert server.methods() == ["PATCH", "PATCH", "GET"]

@@ -1,4 +1,4 @@
-"""placer.controller.proxy_env: the proxy chosen as client-go chooses it (Go's httpproxy rules), and
+"""placer.controller.transport.proxy_env: the proxy chosen as client-go chooses it (Go's httpproxy rules), and
 the KubeClient and `placer run` using it.
 
 The tables are ported from golang/net `http/httpproxy/proxy_test.go` at commit
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from placer.controller.kube import KubeClient
-from placer.controller.kubeconfig import ConfigError, Configuration, load_kubeconfig
-from placer.controller.proxy_env import CGI_REFUSAL, ProxyConfig, ProxyError, proxy_for, redact
+from placer.controller.transport.client import KubeClient
+from placer.controller.transport.kubeconfig import ConfigError, Configuration, load_kubeconfig
+from placer.controller.transport.proxy_env import CGI_REFUSAL, ProxyConfig, ProxyError, proxy_for, redact
 
 from tests.controller.netfixtures import Proxy, make_certs
 from tests.kubeemu.emulator import kubeconfig_text

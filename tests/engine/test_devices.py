@@ -13,7 +13,7 @@ from placer.engine.devices import parse_device_class, parse_resource_claim, pars
 from placer.engine.dra_cel import CelError, compile_selector, device_variable, evaluate, parse_semver, semver_value
 from placer.engine.objects import ObjectError
 from placer.engine.parsing import parse_pod
-from placer.testing_devices import claim_pod, device, request, resource_claim, resource_slice
+from placer.testing_devices import capacity_policy, claim_pod, device, request, resource_claim, resource_slice
 
 DRIVER = "gpu.example.com"
 GPU = device_variable(
@@ -94,12 +94,66 @@ def test_claim_defaults() -> None:
      "spec.devices.requests[0].exactly.tolerations[0].operator"),
     ("class", {"metadata": {"name": "g"}, "spec": {"selectors": [{"cel": {}}]}}, "spec.selectors[0].cel.expression"),
     ("class", {"metadata": {}}, "metadata.name"),
+    ("slice", resource_slice("s", DRIVER, node="n", devices=[device("d", capacity={
+        "m": capacity_policy("4", minimum="1", step="0")})]),
+     "spec.devices[0].capacity[m].requestPolicy.validRange.step"),
+    ("slice", resource_slice("s", DRIVER, node="n", devices=[device("d", capacity={
+        "m": capacity_policy("4", valid_values=["1", "x"])})]),
+     "spec.devices[0].capacity[m].requestPolicy.validValues[1]"),
+    ("claim", resource_claim("c", requests=[request("r", "g", capacity={"m": "lots"})]),
+     "spec.devices.requests[0].exactly.capacity.requests[m]"),
+    ("claim", resource_claim("c", requests=[request("r", "g")], allocated={"devices": {"results": [
+        {"request": "r", "driver": DRIVER, "pool": "p", "device": "d", "consumedCapacity": {"m": []}}]}}),
+     "status.allocation.devices.results[0].consumedCapacity[m]"),
+    ("claim", {**resource_claim("c", requests=[request("r", "g")]), "status": {"devices": [{"driver": DRIVER}]}},
+     "status.devices[0].pool"),
 ])
 def test_malformed_objects(kind: str, raw: dict[str, Any], path: str) -> None:
     parse = {"slice": parse_resource_slice, "claim": parse_resource_claim, "class": parse_device_class}[kind]
     with pytest.raises(ObjectError) as error:
         parse(raw)
     assert error.value.path == path
+
+
+def test_consumable_capacity_and_binding_conditions_fields() -> None:
+    """What DRAConsumableCapacity and DRADeviceBindingConditions add: a device's request policy,
+    sharing and binding fields; a request's capacity; a share and the conditions in an allocation;
+    the allocation's timestamp; the driver's `status.devices` conditions."""
+    (shared,) = parse_resource_slice(resource_slice("s", DRIVER, node="n", devices=[device(
+        "gpu", capacity={"memory": capacity_policy("80Gi", default="8Gi", minimum="4Gi", maximum="40Gi", step="4Gi"),
+                         "links": "2"},
+        multiple=True, binding_conditions=["Attached"], binding_failure_conditions=["Failed"], binds_to_node=True,
+    )])).devices
+    assert shared.allow_multiple_allocations and shared.binds_to_node
+    assert (shared.binding_conditions, shared.binding_failure_conditions) == (("Attached",), ("Failed",))
+    memory = shared.capacities["memory"]
+    assert str(memory.value) == "80Gi" and memory.policy is not None and memory.policy.valid_range is not None
+    assert str(memory.policy.default) == "8Gi" and str(memory.policy.valid_range.step) == "4Gi"
+    assert shared.capacities["links"].policy is None and shared.capacity["memory"] == 80 * 2**30
+    assert shared.cel["allowMultipleAllocations"] is True
+    claim = parse_resource_claim({**resource_claim(
+        "c", requests=[request("r", "g", capacity={"memory": "12Gi"})],
+        allocated={"devices": {"results": [{
+            "request": "r", "driver": DRIVER, "pool": "p", "device": "gpu",
+            "shareID": "1b4e28ba-2fa1-11d2-883f-b9a761bde3fb",
+            "consumedCapacity": {"memory": "12Gi"}, "bindingConditions": ["Attached"],
+            "bindingFailureConditions": ["Failed"]}]}, "allocationTimestamp": "2027-01-15T08:00:00Z"}),
+    })
+    (req,) = claim.requests
+    assert req.exactly is not None and {k: str(v) for k, v in req.exactly.capacity.items()} == {"memory": "12Gi"}
+    assert claim.allocation is not None and claim.allocation.timestamp == 1_800_000_000
+    (result,) = claim.allocation.results
+    assert result.share_id == "1b4e28ba-2fa1-11d2-883f-b9a761bde3fb" and result.binding_conditions == ("Attached",)
+    assert {k: str(v) for k, v in (result.consumed_capacity or {}).items()} == {"memory": "12Gi"}
+    raw = resource_claim("c", requests=[request("r", "g")])
+    raw["status"]["devices"] = [{"driver": DRIVER, "pool": "p", "device": "gpu", "conditions": [
+        {"type": "Attached", "status": "False", "reason": "Waiting", "message": "fabric",
+         "lastTransitionTime": "2027-01-15T08:00:00Z"}]}]
+    (status,) = parse_resource_claim(raw).devices
+    condition = status.condition("Attached")
+    assert condition is not None and (condition.status, condition.reason, condition.message) == (
+        "False", "Waiting", "fabric")
+    assert status.condition("Failed") is None
 
 
 def test_pod_claims() -> None:

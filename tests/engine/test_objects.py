@@ -100,6 +100,32 @@ def test_identity_and_defaults() -> None:
     deleting = pod("bye")
     deleting["metadata"]["deletionTimestamp"] = "2025-03-10T10:00:00Z"
     assert parse_pod(deleting).deleting
+    assert not parse_pod(deleting).preempted
+
+
+@pytest.mark.parametrize(
+    ("conditions", "preempted"),
+    [
+        ([{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}], True),
+        ([{"type": "Ready", "status": "True"},
+          {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}], True),
+        ([{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager"}], False),
+        ([{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}], False),
+        # kube reads the first DisruptionTarget condition only
+        ([{"type": "DisruptionTarget", "status": "False"},
+          {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}], False),
+        ("not a list", False),
+        (["not an object", {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}], True),
+    ],
+)
+def test_a_schedulers_victim_is_known_by_its_disruption_target(conditions: object, preempted: bool) -> None:
+    """kube's podTerminatingByPreemption reads the DisruptionTarget condition (preemption waits for
+    such victims on the nominated node); malformed conditions are no victim's."""
+    raw = pod("victim", node_name="a")
+    raw["status"]["conditions"] = conditions
+    info = parse_pod(raw)
+    assert info.preempted is preempted
+    assert info.error is None
 
 
 def test_images_are_normalised_and_include_init_containers() -> None:

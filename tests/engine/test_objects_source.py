@@ -123,6 +123,8 @@ CHANGES: dict[str, Callable[[Obj], None]] = {
     "claim statuses": _set("status.resourceClaimStatuses", [{"name": "c", "resourceClaimName": "x"}]),
     "container statuses": _set("status.containerStatuses", [{"name": "main", "resources": {}}]),
     "status not an object": _set("status", ["broken"]),
+    "preempted by a scheduler": _set("status.conditions", [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]),
 }
 
 

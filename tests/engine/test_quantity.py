@@ -7,7 +7,15 @@ from fractions import Fraction
 import pytest
 from placer.engine.objects import ObjectError
 from placer.engine.parsing import parse_node, parse_pod
-from placer.engine.quantity import QuantityError, parse_quantity, to_milli, to_units
+from placer.engine.quantity import (
+    Quantity,
+    QuantityError,
+    canonical,
+    parse_quantity,
+    parse_quantity_with_format,
+    to_milli,
+    to_units,
+)
 from placer.testing import node, pod
 
 
@@ -119,3 +127,33 @@ def test_amounts_beyond_int64_are_rejected_not_crashed_on() -> None:
     assert info.error == (
         "invalid pod default/p: spec.containers[0].resources.requests.memory: inf is not a valid quantity"
     )
+
+
+@pytest.mark.parametrize(("text", "fmt", "printed"), [
+    ("12Gi", "BinarySI", "12Gi"),
+    ("1.5Gi", "BinarySI", "1536Mi"),
+    ("0.5Ki", "BinarySI", "512"),  # a binary quantity below 1Ki prints as a decimal one
+    ("0.0005Ki", "DecimalSI", "512m"),  # and one below 1 is parsed as one
+    ("1536", "DecimalSI", "1536"),
+    ("3000", "DecimalSI", "3k"),
+    ("1.5", "DecimalSI", "1500m"),
+    ("100M", "DecimalSI", "100M"),
+    ("12e6", "DecimalExponent", "12e6"),
+    ("1e3", "DecimalExponent", "1e3"),
+    ("0", "DecimalSI", "0"),
+    ("-1Ki", "BinarySI", "-1Ki"),
+    ("0.1n", "DecimalSI", "1n"),  # rounded up to a nano, as apimachinery parses it
+    (40, "DecimalSI", "40"),
+])
+def test_quantity_format_and_canonical_text(text: str | int, fmt: str, printed: str) -> None:
+    """apimachinery's format detection and `Quantity.String()`: what Placer writes back as a share's
+    consumed capacity reads as kube-scheduler's would."""
+    quantity = parse_quantity_with_format(text)
+    assert (quantity.format, str(quantity)) == (fmt, printed)
+
+
+def test_canonical_binary_values() -> None:
+    """kube's `NewQuantity(v, BinarySI)` (a value a request policy's step rounded to)."""
+    assert [canonical(Fraction(v), "BinarySI") for v in (2, 1023, 1024, 1536, 3 * 2**30, 41 * 2**30)] == [
+        "2", "1023", "1Ki", "1536", "3Gi", "41Gi"]
+    assert str(Quantity(Fraction(2**30), "BinarySI") + Quantity(Fraction(2**30), "DecimalSI")) == "2Gi"

@@ -4,9 +4,15 @@ percentageOfNodesToScore with the rotating start index, and skipped score plugin
 from __future__ import annotations
 
 from collections import Counter
+from typing import ClassVar
 
+import numpy as np
 import pytest
+from placer.engine.cluster import ClusterState
+from placer.engine.framework import FilterPlugin, NoArgs
+from placer.engine.objects import PodInfo
 from placer.engine.parsing import parse_pod
+from placer.engine.profile import Profile
 from placer.engine.runtime import Scheduler, fit_error_message, nodes_to_find
 from placer.testing import cluster_of, decide, make_profile, node, pod
 
@@ -217,3 +223,27 @@ def test_unschedulable_pod_examines_every_node_for_the_message() -> None:
     profile = make_profile(filters=[{"name": "NodeResourcesFit"}], scores=[])
     decision = Scheduler().schedule(parse_pod(pod("p", cpu="5")), profile, cluster)
     assert decision.message == "0/150 nodes are available: 150 Insufficient cpu."
+
+
+def test_an_unschedulable_cycle_asks_each_filter_once_and_none_after_no_node_is_left() -> None:
+    """The failure's reasons reuse the masks the cycle's filter pass found (a filter asked twice is
+    work done twice), and the filters after the one that left no node are not asked: they could
+    reject no node more. The message is the same."""
+    calls: list[str] = []
+
+    def counting(name: str, fails: frozenset[str]) -> FilterPlugin:
+        class Counting(FilterPlugin[NoArgs]):
+            reason: ClassVar[str] = f"rejected by {name}"
+
+            def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
+                calls.append(name)
+                return np.array([n not in fails for n in cluster.names[: cluster.size]], dtype=bool)
+
+        Counting.name = name
+        return Counting(NoArgs())
+
+    filters = (counting("first", frozenset({"a"})), counting("second", frozenset({"b"})),
+               counting("third", frozenset({"a", "b"})))
+    decision = decide(Profile("p", "placer", 0, filters, ()), pod("p"), cluster_of([node("a"), node("b")]))
+    assert decision.message == "0/2 nodes are available: 1 rejected by first, 1 rejected by second."
+    assert calls == ["first", "second"]

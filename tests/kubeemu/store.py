@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import kinds, pods
+from . import dra, kinds, pods
 from .capacity import TERMINAL_PHASES
 from .errors import ApiError
 from .patching import apply_patch
@@ -494,6 +494,10 @@ class Store:
         elif group == "" and plural == "nodes":
             self.features.drop_node_fields(obj)
             self._check(rdef, obj, _validate_node(obj))
+        elif group == "resource.k8s.io":
+            self._dra_fields(rdef, obj, None)
+            if plural == "resourceclaims":  # (reset on create; an empty status is still shown)
+                obj["status"] = {} if http else dict(obj.get("status") or {})
         elif rdef.custom:
             if rdef.has_status and http:
                 obj.pop("status", None)
@@ -723,6 +727,9 @@ class Store:
                 new["status"] = cand["status"]
             else:
                 new.pop("status", None)
+            if rdef.group == "resource.k8s.io" and rdef.plural == "resourceclaims":
+                dra.drop_claim_status_fields(new, old, self.features.on)
+                self._check(rdef, new, dra.validate_claim_status_update(new, old))
             if not rdef.custom:  # built-in status strategies let labels/annotations through
                 cmeta = cand.get("metadata") or {}
                 meta = dict(old["metadata"])
@@ -732,6 +739,8 @@ class Store:
                 new["metadata"] = meta
             return new
         new = dict(cand)
+        if rdef.group == "resource.k8s.io":
+            self._dra_fields(rdef, new, old)
         if subresource is None and rdef.has_status:
             if "status" in old:
                 new["status"] = old["status"]
@@ -764,6 +773,17 @@ class Store:
                     new["spec"] = {**nspec, **missing}
             self._check_pod_spec_update(rdef, old, new)
         return new
+
+    def _dra_fields(self, rdef: ResourceDef, obj: Obj, old: Obj | None) -> None:
+        """The DRA fields a server whose gates are off drops (``kubeemu.dra``), in place."""
+        on = self.features.on
+        if rdef.plural == "resourceslices":
+            dra.drop_slice_fields(obj, old, on)
+        elif rdef.plural == "resourceclaims" and isinstance(obj.get("spec"), dict):
+            obj["spec"] = dra.drop_claim_spec_fields(obj["spec"], (old or {}).get("spec"), on)
+        elif rdef.plural == "resourceclaimtemplates" and isinstance((obj.get("spec") or {}).get("spec"), dict):
+            old_spec = ((old or {}).get("spec") or {}).get("spec")
+            obj["spec"] = {**obj["spec"], "spec": dra.drop_claim_spec_fields(obj["spec"]["spec"], old_spec, on)}
 
     def _check_pod_spec_update(self, rdef: ResourceDef, old: Obj, new: Obj) -> None:
         """Pod specs are immutable but for a few fields, so nodeName can only come via binding;

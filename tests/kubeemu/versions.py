@@ -30,6 +30,8 @@ SINCE: dict[str, int] = {
     "ClearingNominatedNodeNameAfterBinding": 35,  # a binding clears status.nominatedNodeName
     "InPlacePodLevelResourcesVerticalScaling": 36,  # status.resources/allocatedResources
     "NodeDeclaredFeatures": 36,  # node status.declaredFeatures
+    "DRAConsumableCapacity": 36,  # devices shared by claims (resource.k8s.io/v1 fields: kubeemu.dra)
+    "DRADeviceBindingConditions": 36,  # devices prepared before the pod binds (kubeemu.dra)
 }
 
 _VERSION = re.compile(r"^v?1\.(\d+)(?:\.\d+)?$")

@@ -65,16 +65,8 @@ class Options:
     report_queue_limit: int = 10_000
     event_series_interval: float = 30.0  # least time between two series updates of one event
 
-    # pods per page of a resync's pod LIST: its pages are filed while the server prepares the next;
-    # the first decisions wait for this many pending pods (every one, when fewer are pending)
-    pods_list_page: int = 500
-    # Kopf and /healthz start once the first resync is done, or after this many seconds
-    kopf_start_delay: float = 10.0
-
-    # how often objects seen only by a resync LIST (not yet by Kopf) are checked for deletion
-    verify_interval: float = 5.0
-    # after Kopf re-lists a kind (its watch expired), wait this long, then resync and prune
-    relist_settle: float = 1.0
+    # objects per page of an informer's LIST (its pages are filed while the server prepares the next)
+    list_page: int = 500
 
     # shadow profiles (API.md §5): their decisions take at most this share of the scheduling
     # loop's time while active pods are ready (all of its idle time otherwise), each remembers at
@@ -85,13 +77,13 @@ class Options:
 
     # a node whose kubelet refused a pod is counted as that kubelet counts it until pods in the watch
     # explain the difference, its Node object changes, or this many seconds pass
-    # (placer.controller.kubelet_rejections)
+    # (placer.controller.informers.kubelet_rejections)
     kubelet_settle: float = 30.0
 
     # NodeMetrics for NodeUtilization, polled only while an active profile uses it
     metrics_poll_interval: float = 15.0
 
-    # API calls made by placer itself (Kopf's watches have their own settings below)
+    # API calls (the informers' LISTs and watches have their own settings below)
     api_retries: int = 5
     api_timeout: float = 30.0
     api_max_backoff: float = 5.0
@@ -100,13 +92,12 @@ class Options:
     health_window: float = 60.0
     health_ping_interval: float = 10.0
 
-    # Kopf's watch streams
+    # the informers' watch streams: the server ends each after `watch_server_timeout` seconds
     watch_server_timeout: int = 300
     watch_connect_timeout: float = 10.0
-    # Kopf's list/watch requests that fail (5xx, 429, 403, no answer) are retried forever, the
-    # delay doubling from `watch_backoff` up to `watch_max_backoff` (Kopf's own default gives up
-    # after 8 retries, ~54 s, and the operator then exits)
+    # failed LISTs and watches (5xx, 429, no answer) are retried forever, the delay doubling from
+    # `watch_backoff` up to `watch_max_backoff` (Kopf's own start-up requests too)
     watch_backoff: float = 1.0
     watch_max_backoff: float = 16.0
-    # PodGroup APIs (scheduling.k8s.io, scheduling.x-k8s.io) discovered again this often (seconds)
+    # a collection the server does not serve (a PodGroup API, a CRD) is asked for again this often
     group_discovery_interval: float = 60.0

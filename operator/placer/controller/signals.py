@@ -1,5 +1,11 @@
-"""Wake-ups between the watches and the coroutines that wait on the cluster (binding cycles waiting
-for a PreBind's condition or a Permit): cheap to fire while nobody waits."""
+"""Wake-ups between the informers and what waits on the cluster: the scheduling queue and loop, and
+the binding cycles waiting for a PreBind's condition or a Permit. Cheap to fire while nobody waits.
+
+`Wake` is the one call the informers make when something changed (the composition root,
+`placer.controller.state`, wires it): `wake(event, old, new)` with a ClusterEvent (or a catalog
+kind's name) and the object before and after when known, for the queue's hints; `wake()` alone
+wakes every waiting pod.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,13 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
-__all__ = ["Signal", "WatchedEvents"]
+__all__ = ["Signal", "Wake", "WatchedEvents"]
+
+
+class Wake(Protocol):
+    def __call__(self, event: str | None = None, old: Any = None, new: Any = None) -> None: ...
 
 
 class Signal:

@@ -1,36 +1,53 @@
-"""The device allocator of Dynamic Resource Allocation, for one node: kube's
-`dynamic-resource-allocation/structured` (the `stable` implementation), ported rule for rule.
+"""The device allocator of Dynamic Resource Allocation, for one node: kube v1.36's
+`dynamic-resource-allocation/structured` — the `incubating` implementation, which kube's
+`NewAllocator` picks when consumable capacity or binding conditions are on (both are, by default,
+in v1.36) — ported rule for rule.
 
 `gather_pools` finds the resource pools a node can reach: the ResourceSlices whose `nodeName`,
 `nodeSelector` or `allNodes` admit it (or, with `perDeviceNodeSelection`, one of whose devices
 does), only the newest generation of each pool, a pool *incomplete* while not all of its
 `resourceSliceCount` slices are there and *invalid* when two of its devices share a name (kube's
-`GatherPools`). Pools are taken in (driver, pool) order and slices by name, so the same cluster
-always gives the same devices (kube iterates a Go map: its order is random).
+`GatherPools`). Pools are taken in (driver, pool) order — those with a device that has binding
+conditions after all the others, so that a device needing no preparation is preferred — and slices
+by name.
 
 `Allocator.allocate` then finds, for a pod's unallocated claims, one device per required device
 (`exactly.count`, or every matching device with `allocationMode: All`, or the first
 `firstAvailable` alternative that can be satisfied), by exhaustive search with backtracking, as
 kube: a device must be free (not allocated to another claim, nor already picked for this pod —
-except with `adminAccess`), match its DeviceClass's and its request's CEL selectors, have its
-NoSchedule/NoExecute taints tolerated by the request, leave enough of its pool's shared counters
-(partitionable devices), and keep every `matchAttribute` constraint of its claim. The first full
-solution wins; each claim's result lists its devices and the node selector the allocation implies.
+except with `adminAccess`, or for a device with `allowMultipleAllocations`), match its
+DeviceClass's and its request's CEL selectors, have its NoSchedule/NoExecute taints tolerated by
+the request, leave enough of its pool's shared counters (partitionable devices), have the capacity
+the request asks for (`capacity.requests`, rounded by the capacity's `requestPolicy`) left over what
+allocated and in-flight shares consume, and keep every `matchAttribute` and `distinctAttribute`
+constraint of its claim. Within one request the devices are taken in pool order (combinations, not
+permutations: one request never takes a shared device twice). The first full solution wins; each
+claim's result lists its devices — a share of a device with `allowMultipleAllocations` with what it
+consumes (`consumedCapacity`) and a share ID (filled in by `with_share_ids` when the allocation is
+reserved), a device with binding conditions with them copied — and the node selector the allocation
+implies (a node-local device, or one with `bindsToNode`, pins the claim to the node).
 
 Errors: `AllocationError` is what kube reports as an error aborting the scheduling attempt (a CEL
 runtime error, a missing class, an `All` request over an incomplete pool, ...), with kube's
 message; `None` from `allocate` means the claims do not fit on this node; `InvalidPools` (kube's
 `ErrFailedAllocationOnNode`) that they do not fit and some reachable pool was invalid.
 
-Not modelled (kube v1.36 features beyond `stable`): consumable capacity (`allowMultipleAllocations`,
-`capacity` requests, `distinctAttribute`), list-type attributes, binding conditions (a device with
-`bindingConditions` is not selectable, as with the feature off).
+Where kube's code leaves a rejected candidate's shared counters, constraint entries or claim marks
+taken for the rest of the search (a counter set consumed by a candidate whose taint then rejects
+it, a shared device's counters never given back when the search backtracks), Placer gives them back:
+the same allocations wherever nothing needs backtracking over such a candidate (every one of kube's
+test rows), and no devices refused for what a discarded candidate took.
+
+Not modelled: list-type attributes (DRAListTypeAttributes, alpha in v1.36: kube's `incubating`
+allocator does not have them either).
 """
 
 from __future__ import annotations
 
+import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -38,9 +55,11 @@ from placer.engine.devices import (
     ALL,
     ALLOCATION_RESULTS_MAX_SIZE,
     EXACT_COUNT,
+    CapacityPolicy,
+    CapacityRange,
     Device,
+    DeviceCapacity,
     DeviceClassInfo,
-    DeviceConstraint,
     DeviceToleration,
     ResourceClaimInfo,
     SliceInfo,
@@ -50,18 +69,22 @@ from placer.engine.devices import (
 )
 from placer.engine.dra_cel import CelError, compile_selector, evaluate
 from placer.engine.objects import NodeSelectorRequirement, NodeSelectorTerm
+from placer.engine.quantity import BINARY_SI, Quantity
 
 __all__ = [
     "AllocatedDevice",
+    "AllocatedState",
     "AllocationError",
     "AllocationResult",
     "Allocator",
     "DeviceID",
     "InvalidPools",
     "Pool",
+    "consumed_capacity",
     "gather_pools",
     "node_matches",
     "node_selector_of",
+    "request_fits",
     "single_request_result",
 ]
 
@@ -77,6 +100,20 @@ class InvalidPools(Exception):
 
     def __init__(self) -> None:
         super().__init__("invalid resource pools were encountered")
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedState:
+    """kube's `AllocatedState`: what other claims hold, allocated or in flight — the devices held
+    whole, the devices some share is taken of, and per device the capacity those shares consume."""
+
+    devices: Container[DeviceID] = frozenset()
+    shared: Container[DeviceID] = frozenset()
+    capacity: Mapping[DeviceID, Mapping[str, Fraction]] = field(default_factory=dict)
+
+    def holds(self, device_id: DeviceID) -> bool:
+        """kube's `IsDeviceAllocated`: held whole or in part (its counters are taken)."""
+        return device_id in self.devices or device_id in self.shared or device_id in self.capacity
 
 
 def node_matches(
@@ -110,6 +147,11 @@ class Pool:
     @property
     def id(self) -> str:
         return f"{self.driver}/{self.pool}"
+
+    @property
+    def binding_conditions(self) -> bool:
+        """kube's `poolHasBindingConditions`: some device it offers the node must be prepared."""
+        return any(device.binding_conditions for slice_ in self.slices for device in slice_.devices)
 
 
 def _targets(slice_: SliceInfo, node_name: str, labels: Mapping[str, str]) -> bool | None:
@@ -160,7 +202,8 @@ def gather_pools(
             pools.append(Pool(driver, pool_name, incomplete=True))
             continue
         pools.append(_build_pool(driver, pool_name, chosen, all_of_generation))
-    return pools
+    # pools whose devices need preparing (binding conditions) last, each part in (driver, pool) order
+    return [p for p in pools if not p.binding_conditions] + [p for p in pools if p.binding_conditions]
 
 
 def _build_pool(driver: str, name: str, slices: list[SliceInfo], all_slices: list[SliceInfo] | None) -> Pool:
@@ -199,6 +242,85 @@ def _counter_problem(counter_sets: Mapping[str, Mapping[str, Fraction]], slices:
     return ""
 
 
+# ------------------------------------------------------------------------------------ capacity
+
+
+def _value(quantity: Quantity) -> int:
+    """apimachinery's `Quantity.Value()`: rounded up to a whole number."""
+    return math.ceil(quantity.value)
+
+
+def _round_up_range(requested: Quantity, bounds: CapacityRange) -> Quantity:
+    """kube's `roundUpRange`: at least `min`, then up to the next step above it."""
+    assert bounds.min is not None
+    if requested.value < bounds.min.value:
+        return bounds.min
+    if bounds.step is None:
+        return requested
+    step, low = _value(bounds.step), _value(bounds.min)
+    steps, rest = divmod(_value(requested) - low, step)
+    return Quantity(Fraction(low + step * (steps + (1 if rest else 0))), BINARY_SI)
+
+
+def consumed_capacity(requested: Quantity | None, capacity: DeviceCapacity) -> Quantity:
+    """kube's `calculateConsumedCapacity`: what a share takes of one capacity — the request, rounded
+    up by the capacity's policy; without a request, the policy's default, else the whole capacity."""
+    policy = capacity.policy
+    if requested is None:
+        return policy.default if policy is not None and policy.default is not None else capacity.value
+    if policy is None:
+        return requested
+    if policy.valid_range is not None and policy.valid_range.min is not None:
+        return _round_up_range(requested, policy.valid_range)
+    if policy.valid_values is not None:
+        return next((v for v in policy.valid_values if requested.value <= v.value), requested)
+    return requested
+
+
+def _violates(consumed: Quantity, policy: CapacityPolicy | None) -> bool:
+    """kube's `violatesPolicy`: the default is always fine; else within the range and on a step,
+    or one of the valid values."""
+    if policy is None:
+        return False
+    if policy.default is not None and consumed.value == policy.default.value:
+        return False
+    bounds = policy.valid_range
+    if bounds is not None:
+        if bounds.max is not None and consumed.value > bounds.max.value:
+            return True
+        if bounds.step is not None:
+            low = _value(bounds.min) if bounds.min is not None else 0
+            return (_value(consumed) - low) % _value(bounds.step) != 0
+        return False
+    if policy.valid_values:
+        return all(consumed.value != v.value for v in policy.valid_values)
+    return False
+
+
+def request_fits(
+    requests: Mapping[str, Quantity], device: Device, allocated: Mapping[str, Fraction] | None,
+    allocating: Mapping[str, Fraction] | None = None,
+) -> bool:
+    """kube's `CmpRequestOverCapacity`: every capacity the request names exists on the device, and
+    each of the device's capacities has room for what the request consumes of it (policy kept) over
+    what `allocated` (other claims' shares) and `allocating` (this search's shares) take."""
+    capacities = device.capacities
+    if any(name not in capacities for name in requests):
+        return False
+    for name, capacity in capacities.items():
+        consumed = consumed_capacity(requests.get(name), capacity)
+        if _violates(consumed, capacity.policy):
+            return False
+        total = consumed.value
+        if allocated:
+            total += allocated.get(name, 0)
+        if allocating:
+            total += allocating.get(name, 0)
+        if total > capacity.value.value:
+            return False
+    return True
+
+
 # ------------------------------------------------------------------------------------ results
 
 
@@ -210,6 +332,15 @@ class AllocatedDevice:
     device: str
     admin_access: bool | None = None
     tolerations: tuple[DeviceToleration, ...] = ()
+    #: a share of a device with allowMultipleAllocations: its ID ("" until `with_share_ids`)
+    share_id: str | None = None
+    consumed_capacity: Mapping[str, Quantity] | None = None
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> DeviceID:
+        return self.driver, self.pool, self.device
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool,
@@ -218,6 +349,14 @@ class AllocatedDevice:
             out["adminAccess"] = self.admin_access
         if self.tolerations:
             out["tolerations"] = [t.as_json() for t in self.tolerations]
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+        if self.binding_failure_conditions:
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
+        if self.share_id:
+            out["shareID"] = self.share_id
+        if self.consumed_capacity is not None:
+            out["consumedCapacity"] = {name: str(q) for name, q in sorted(self.consumed_capacity.items())}
         return out
 
 
@@ -228,6 +367,14 @@ class AllocationResult:
     devices: tuple[AllocatedDevice, ...]
     config: tuple[dict[str, Any], ...] = ()
     node_selector: tuple[NodeSelectorTerm, ...] | None = None
+
+    def with_share_ids(self, new_id: Callable[[], str]) -> AllocationResult:
+        """The same allocation with a fresh share ID for each share (kube generates one per share
+        as it allocates; Placer does when the allocation is reserved, not on every node it tries)."""
+        if not any(d.share_id == "" for d in self.devices):
+            return self
+        return replace(self, devices=tuple(replace(d, share_id=new_id()) if d.share_id == "" else d
+                                           for d in self.devices))
 
     def as_json(self) -> dict[str, Any]:
         devices: dict[str, Any] = {"results": [d.as_json() for d in self.devices]}
@@ -272,22 +419,49 @@ class _Result:
     device: Device
     slice: SliceInfo
     admin_access: bool | None
+    shared: bool = False
+    consumed: dict[str, Quantity] | None = None
 
 
-class _MatchAttribute:
-    """kube's `matchAttributeConstraint`: every device of the named requests (all, when none are
-    named) has the attribute, with one value."""
+def _lookup_attribute(device: Device, device_id: DeviceID, name: str) -> tuple[str, Any] | None:
+    """kube's `lookupAttribute`: the fully qualified name, or the bare id in the driver's domain."""
+    if name in device.attributes:
+        return device.attributes[name]
+    domain, slash, ident = name.partition("/")
+    if not slash or domain != device_id[0]:
+        return None
+    return device.attributes.get(ident)
+
+
+class _Constraint(ABC):
+    """A claim constraint over the devices of the requests it names (all, when it names none)."""
 
     def __init__(self, requests: Sequence[str], attribute: str) -> None:
         self.requests = frozenset(requests)
         self.attribute = attribute
-        self.value: tuple[str, Any] | None = None
-        self.count = 0
 
     def _applies(self, request: str, sub: str | None) -> bool:
         if not self.requests:
             return True
         return request in self.requests or (sub is not None and f"{request}/{sub}" in self.requests)
+
+    @abstractmethod
+    def add(self, request: str, sub: str | None, device: Device, device_id: DeviceID) -> bool:
+        """Whether the device keeps the constraint; if so it counts from now on."""
+
+    @abstractmethod
+    def remove(self, request: str, sub: str | None, device: Device, device_id: DeviceID) -> None:
+        """Undo one successful `add` with the same arguments."""
+
+
+class _MatchAttribute(_Constraint):
+    """kube's `matchAttributeConstraint`: every device of the named requests has the attribute, with
+    one value."""
+
+    def __init__(self, requests: Sequence[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.value: tuple[str, Any] | None = None
+        self.count = 0
 
     def add(self, request: str, sub: str | None, device: Device, device_id: DeviceID) -> bool:
         if not self._applies(request, sub):
@@ -308,14 +482,38 @@ class _MatchAttribute:
             self.count -= 1
 
 
-def _lookup_attribute(device: Device, device_id: DeviceID, name: str) -> tuple[str, Any] | None:
-    """kube's `lookupAttribute`: the fully qualified name, or the bare id in the driver's domain."""
-    if name in device.attributes:
-        return device.attributes[name]
-    domain, slash, ident = name.partition("/")
-    if not slash or domain != device_id[0]:
-        return None
-    return device.attributes.get(ident)
+class _DistinctAttribute(_Constraint):
+    """kube's `distinctAttributeConstraint`: the devices of the named requests have the attribute,
+    each with another value. As kube keeps them, the values are remembered per request name (the
+    parent's, for an alternative): a request's next device is compared with the latest value of
+    each request, and replaces its own."""
+
+    def __init__(self, requests: Sequence[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.values: dict[str, tuple[str, Any]] = {}
+        self.count = 0
+
+    def add(self, request: str, sub: str | None, device: Device, device_id: DeviceID) -> bool:
+        if not self._applies(request, sub):
+            return True
+        value = _lookup_attribute(device, device_id, self.attribute)
+        if value is None:
+            return False
+        if self.count == 0:
+            self.values[request], self.count = value, 1
+            return True
+        if value[0] not in ("int", "bool", "string", "version"):
+            return False
+        if any(kind == value[0] and stored == value[1] for kind, stored in self.values.values()):
+            return False
+        self.values[request] = value
+        self.count += 1
+        return True
+
+    def remove(self, request: str, sub: str | None, device: Device, device_id: DeviceID) -> None:
+        if self._applies(request, sub):
+            self.values.pop(request, None)
+            self.count -= 1
 
 
 def _taint_prevents(device: Device, request: SubRequest) -> bool:
@@ -353,18 +551,20 @@ def default_matcher(expression: str, device: Device) -> bool:
 
 class Allocator:
     """Allocates claims on one node at a time, from the cluster's slices and classes (kube's
-    `structured.Allocator`); `allocated` holds the devices other claims have (allocated or in flight),
-    `matcher` evaluates selectors (cached by the caller: a device's match never changes)."""
+    `structured.Allocator`); `allocated` is what other claims hold, allocated or in flight
+    (`AllocatedState`, or just the devices held whole), `matcher` evaluates selectors (cached by the
+    caller: a device's match never changes)."""
 
     def __init__(
         self,
         classes: Callable[[str], DeviceClassInfo | None],
-        allocated: Container[DeviceID],
+        allocated: AllocatedState | Container[DeviceID],
         matcher: Matcher = default_matcher,
     ) -> None:
         self.classes = classes
-        self.allocated = allocated
+        self.state = allocated if isinstance(allocated, AllocatedState) else AllocatedState(allocated)
         self.matcher = matcher
+        self.invocations = 0  # kube's Stats.NumAllocateOneInvocations: steps of the search, all calls
 
     def allocate(
         self, node_name: str, labels: Mapping[str, str], pools: list[Pool], claims: Sequence[ResourceClaimInfo]
@@ -374,22 +574,29 @@ class Allocator:
         return _Search(self, node_name, labels, pools, list(claims)).run()
 
 
+_START = (0, 0, 0)  # kube's null deviceLocation: every device is a candidate
+
+
 class _Search:
     def __init__(
         self, owner: Allocator, node_name: str, labels: Mapping[str, str], pools: list[Pool],
         claims: list[ResourceClaimInfo],
     ) -> None:
         self.owner = owner
+        self.state = owner.state
         self.node_name, self.labels = node_name, labels
         self.pools = pools
         self.claims = claims
         self.request_data: dict[tuple[int, int, int], _RequestData] = {}
-        self.constraints: list[list[_MatchAttribute]] = []
+        self.constraints: list[list[_Constraint]] = []
         self.matches: dict[tuple[DeviceID, tuple[int, int, int]], bool] = {}
         self.allocating: dict[DeviceID, set[int]] = {}
         self.results: list[list[_Result]] = [[] for _ in claims]
         self.consumed: dict[str, dict[str, dict[str, Fraction]]] = {}  # pool -> counter set -> counter
         self.available: dict[str, dict[str, dict[str, Fraction]]] = {}
+        # shares being allocated: device -> how many, and what they consume (kube's allocatingCapacity)
+        self.shares: dict[DeviceID, int] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
 
     # -------------------------------------------------------------- setup
 
@@ -418,16 +625,19 @@ class _Search:
                     f"claim {_klog(claim)}: number of requested devices {min_devices} exceeds the claim "
                     f"limit of {ALLOCATION_RESULTS_MAX_SIZE}"
                 )
-            constraints = []
+            constraints: list[_Constraint] = []
             for i, constraint in enumerate(claim.constraints):
-                if constraint is None or constraint.match_attribute is None:
+                if constraint is not None and constraint.match_attribute is not None:
+                    constraints.append(_MatchAttribute(constraint.requests, constraint.match_attribute))
+                elif constraint is not None and constraint.distinct_attribute is not None:
+                    constraints.append(_DistinctAttribute(constraint.requests, constraint.distinct_attribute))
+                else:
                     raise AllocationError(
                         f"claim {_klog(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
                     )
-                constraints.append(_MatchAttribute(constraint.requests, _fully_qualified(constraint)))
             self.constraints.append(constraints)
         try:
-            done = self._allocate_one(0, 0, 0, 0, False)
+            done = self._allocate_one(0, 0, 0, 0, False, _START)
         except _Stop:
             return None
         except _MaxSize:
@@ -476,10 +686,9 @@ class _Search:
                     )
                 for slice_ in pool.slices:
                     for device in slice_.devices:
-                        if self._selectable(key, data, slice_, device):
-                            data.all_devices.append(
-                                _Candidate((slice_.driver, slice_.pool, device.name), device, slice_, pool)
-                            )
+                        device_id = (slice_.driver, slice_.pool, device.name)
+                        if self._selectable(key, data, slice_, device) and self._fits(request, device_id, device):
+                            data.all_devices.append(_Candidate(device_id, device, slice_, pool))
             data.num_devices = len(data.all_devices)
         else:
             raise AllocationError(f"claim {_klog(claim)}, request {name}: unsupported count mode {request.mode}")
@@ -487,13 +696,16 @@ class _Search:
 
     # -------------------------------------------------------------- search
 
-    def _allocate_one(self, c: int, r: int, s: int, d: int, within_sub: bool) -> bool:
+    def _allocate_one(self, c: int, r: int, s: int, d: int, within_sub: bool, start: tuple[int, int, int]) -> bool:
+        """kube's `allocateOne`; `start` (pool, slice, device) is where the next device of the same
+        request is looked for: after the one taken before it."""
+        self.owner.invocations += 1
         if c >= len(self.claims):
             return True
         claim = self.claims[c]
         if r >= len(claim.requests):
             try:
-                return self._allocate_one(c + 1, 0, 0, 0, False)
+                return self._allocate_one(c + 1, 0, 0, 0, False, _START)
             except _MaxSize:
                 return False
         key = (c, r, s)
@@ -503,7 +715,7 @@ class _Search:
             sub = 0
             while (c, r, sub) in self.request_data:
                 try:
-                    success = self._allocate_one(c, r, sub, d, True)
+                    success = self._allocate_one(c, r, sub, d, True, _START)
                 except _MaxSize:
                     sub += 1
                     continue
@@ -519,7 +731,7 @@ class _Search:
         if request.mode == ALL and not data.all_devices:
             return False
         if d >= data.num_devices:
-            return self._allocate_one(c, r + 1, 0, 0, False)
+            return self._allocate_one(c, r + 1, 0, 0, False, _START)
         if len(self.results[c]) + data.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE:
             raise _MaxSize
         admin = request.admin_access is True
@@ -529,18 +741,23 @@ class _Search:
             if undo is None:
                 return False
             try:
-                done = self._allocate_one(c, r, s, d + 1, within_sub)
+                done = self._allocate_one(c, r, s, d + 1, within_sub, _START)
             except BaseException:
                 undo()
                 raise
             if not done:
                 undo()
             return done
-        for pool in self.pools:
+        first_pool, first_slice, first_device = start
+        for p in range(first_pool, len(self.pools)):
+            pool = self.pools[p]
             if pool.incomplete or pool.invalid:
                 continue
-            for slice_ in pool.slices:
-                for device in slice_.devices:
+            for si in range(first_slice if p == first_pool else 0, len(pool.slices)):
+                slice_ = pool.slices[si]
+                devices = slice_.devices
+                for di in range(first_device if (p == first_pool and si == first_slice) else 0, len(devices)):
+                    device = devices[di]
                     device_id = (pool.driver, pool.pool, device.name)
                     if admin and c in self.allocating.get(device_id, ()):
                         continue
@@ -548,11 +765,13 @@ class _Search:
                         continue
                     if not self._selectable(key, data, slice_, device):
                         continue
+                    if not self._fits(request, device_id, device):
+                        continue
                     undo = self._allocate_device(c, key, _Candidate(device_id, device, slice_, pool), must=False)
                     if undo is None:
                         continue
                     try:
-                        done = self._allocate_one(c, r, s, d + 1, within_sub)
+                        done = self._allocate_one(c, r, s, d + 1, within_sub, (p, si, di + 1))
                     except BaseException:
                         undo()
                         raise
@@ -562,11 +781,20 @@ class _Search:
         return False
 
     def _in_use(self, device_id: DeviceID) -> bool:
-        return device_id in self.owner.allocated or bool(self.allocating.get(device_id))
+        return device_id in self.state.devices or bool(self.allocating.get(device_id))
+
+    def _capacity_in_use(self, device_id: DeviceID) -> bool:
+        """kube's `deviceCapacityInUse`: shares of it are allocated (with capacity) or being allocated."""
+        return device_id in self.state.capacity or self.shares.get(device_id, 0) > 0
+
+    def _fits(self, request: SubRequest, device_id: DeviceID, device: Device) -> bool:
+        """The request's capacity (`request_fits`) over what other claims' shares and this search's take."""
+        if not request.capacity and not device.capacities:
+            return True
+        return request_fits(request.capacity, device, self.state.capacity.get(device_id),
+                            self.allocating_capacity.get(device_id))
 
     def _selectable(self, key: tuple[int, int, int], data: _RequestData, slice_: SliceInfo, device: Device) -> bool:
-        if device.binding_conditions:
-            return False  # DRADeviceBindingConditions is not modelled: as with the feature off
         device_id = (slice_.driver, slice_.pool, device.name)
         known = self.matches.get((device_id, key))
         if known is not None:
@@ -607,41 +835,68 @@ class _Search:
         data = self.request_data[key]
         request = data.request
         admin = request.admin_access is True
-        if admin and c in self.allocating.get(candidate.id, ()):
+        device = candidate.device
+        multiple = device.allow_multiple_allocations
+        if not multiple and admin and c in self.allocating.get(candidate.id, ()):
             return None
         if not admin and self._in_use(candidate.id):
             return None
-        if candidate.device.consumes_counters and not self._take_counters(candidate):
+        # a shared device's counters are taken by its first share only
+        counters = bool(device.consumes_counters) and not (multiple and self._capacity_in_use(candidate.id))
+        if counters and not self._take_counters(candidate):
             return None
         base, sub = (data.parent, request.name) if data.parent else (request.name, None)
-        if _taint_prevents(candidate.device, request):
-            if candidate.device.consumes_counters:
+        if _taint_prevents(device, request):
+            if counters:
                 self._release_counters(candidate)
             return None
         constraints = self.constraints[c]
         for i, constraint in enumerate(constraints):
-            if not constraint.add(base, sub, candidate.device, candidate.id):
+            if not constraint.add(base, sub, device, candidate.id):
                 if must:
                     raise AllocationError(
                         f"claim {_klog(claim)}, request {request.name}: cannot add device "
                         f"{'/'.join(candidate.id)} because a claim constraint would not be satisfied"
                     )
                 for earlier in constraints[:i]:
-                    earlier.remove(base, sub, candidate.device, candidate.id)
-                if candidate.device.consumes_counters:
+                    earlier.remove(base, sub, device, candidate.id)
+                if counters:
                     self._release_counters(candidate)
                 return None
-        self.allocating.setdefault(candidate.id, set()).add(c)
+        if not self._fits(request, candidate.id, device):  # (an `All` device after this claim's shares)
+            for constraint in constraints:
+                constraint.remove(base, sub, device, candidate.id)
+            if counters:
+                self._release_counters(candidate)
+            return None
+        consumed: dict[str, Quantity] | None = None
+        if multiple:
+            consumed = {name: consumed_capacity(request.capacity.get(name), capacity)
+                        for name, capacity in device.capacities.items()}
+            self.shares[candidate.id] = self.shares.get(candidate.id, 0) + 1
+            taking = self.allocating_capacity.setdefault(candidate.id, {})
+            for name, quantity in consumed.items():
+                taking[name] = taking.get(name, Fraction(0)) + quantity.value
+        else:
+            self.allocating.setdefault(candidate.id, set()).add(c)
         results = self.results[c]
-        results.append(_Result(request.name, data.parent, candidate.id, candidate.device, candidate.slice,
-                               True if admin else None))
+        results.append(_Result(request.name, data.parent, candidate.id, device, candidate.slice,
+                               True if admin else None, multiple, consumed or None))
         count = len(results) - 1
 
         def undo() -> None:
             for constraint in constraints:
-                constraint.remove(base, sub, candidate.device, candidate.id)
-            self.allocating[candidate.id].discard(c)
-            if candidate.device.consumes_counters:
+                constraint.remove(base, sub, device, candidate.id)
+            if multiple:
+                self.shares[candidate.id] -= 1
+                taking = self.allocating_capacity[candidate.id]
+                for name, quantity in (consumed or {}).items():
+                    taking[name] -= quantity.value
+                if not self.shares[candidate.id]:
+                    del self.shares[candidate.id], self.allocating_capacity[candidate.id]
+            else:
+                self.allocating[candidate.id].discard(c)
+            if counters:
                 self._release_counters(candidate)
             del results[count:]
 
@@ -655,7 +910,7 @@ class _Search:
             available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
             for slice_ in (*pool.slices, *pool.other_slices):
                 for device in slice_.devices:
-                    if (slice_.driver, slice_.pool, device.name) not in self.owner.allocated:
+                    if not self.state.holds((slice_.driver, slice_.pool, device.name)):
                         continue
                     for set_name, counters in device.consumes_counters:
                         for counter, value in counters.items():
@@ -695,6 +950,8 @@ class _Search:
                 f"{result.parent}/{result.request}" if result.parent else result.request,
                 result.id[0], result.id[1], result.id[2], result.admin_access,
                 request.tolerations if request is not None else (),
+                "" if result.shared else None, result.consumed,
+                result.device.binding_conditions, result.device.binding_failure_conditions,
             ))
         config: list[dict[str, Any]] = []
         class_ranges: dict[str, tuple[int, int]] = {}
@@ -745,14 +1002,16 @@ class _Search:
         return None
 
     def _node_selector(self, claim_index: int) -> tuple[NodeSelectorTerm, ...] | None:
-        return node_selector_of(self.claims[claim_index], [(r.device, r.slice) for r in self.results[claim_index]])
+        return node_selector_of(self.claims[claim_index], [(r.device, r.slice) for r in self.results[claim_index]],
+                                self.node_name)
 
 
 def node_selector_of(
-    claim: ResourceClaimInfo, devices: Sequence[tuple[Device, SliceInfo]]
+    claim: ResourceClaimInfo, devices: Sequence[tuple[Device, SliceInfo]], node_name: str
 ) -> tuple[NodeSelectorTerm, ...] | None:
-    """kube's `createNodeSelector`: a node-local device pins the claim to its node; otherwise the
-    union of the slices' (or devices') single-term selectors; None when available everywhere."""
+    """kube's `createNodeSelector`: a node-local device, or one that binds to its node
+    (`bindsToNode`), pins the claim to `node_name`; otherwise the union of the slices' (or devices')
+    single-term selectors; None when available everywhere."""
     expressions: list[NodeSelectorRequirement] = []
     fields: list[NodeSelectorRequirement] = []
     for device, slice_ in devices:
@@ -760,8 +1019,8 @@ def node_selector_of(
             name, selector = device.node_name, device.node_selector
         else:
             name, selector = slice_.node_name, slice_.node_selector
-        if name:
-            return (NodeSelectorTerm((), (NodeSelectorRequirement("metadata.name", "In", (name,)),)),)
+        if name or device.binds_to_node:
+            return (NodeSelectorTerm((), (NodeSelectorRequirement("metadata.name", "In", (node_name,)),)),)
         if selector is not None and len(selector) == 1:
             for into, items in ((fields, selector[0].fields), (expressions, selector[0].expressions)):
                 for requirement in items:
@@ -779,10 +1038,11 @@ def node_selector_of(
 
 def single_request_result(
     claim: ResourceClaimInfo, request: SubRequest, klass: DeviceClassInfo,
-    devices: Sequence[tuple[DeviceID, Device, SliceInfo]],
+    devices: Sequence[tuple[DeviceID, Device, SliceInfo]], node_name: str,
 ) -> AllocationResult:
     """The result the search gives a claim of one `exactly` request when it picks `devices` (the
-    first free matching ones, in order): what a caller that found them by counting builds directly."""
+    first free matching ones with room for it, in order, none with binding conditions): what a
+    caller that found them by counting builds directly."""
     config: list[dict[str, Any]] = [
         {"source": "FromClass", "requests": [request.name], **{k: v for k, v in entry.items() if k != "requests"}}
         for entry in klass.config
@@ -794,16 +1054,20 @@ def single_request_result(
             config.append({"source": "FromClaim", **body})
         elif request.name in requests:
             config.append({"source": "FromClaim", "requests": requests, **body})
+    results = []
+    for device_id, device, _ in devices:
+        share, consumed = None, None
+        if device.allow_multiple_allocations:  # a share: what it consumes of each capacity
+            share = ""
+            consumed = {name: consumed_capacity(request.capacity.get(name), capacity)
+                        for name, capacity in device.capacities.items()} or None
+        results.append(AllocatedDevice(request.name, *device_id, None, request.tolerations, share, consumed))
     return AllocationResult(
-        tuple(AllocatedDevice(request.name, d[0], d[1], d[2], None, request.tolerations) for d, _, _ in devices),
+        tuple(results),
         tuple(config),
-        node_selector_of(claim, [(device, slice_) for _, device, slice_ in devices]),
+        node_selector_of(claim, [(device, slice_) for _, device, slice_ in devices], node_name),
     )
 
 
 def _same_requirement(a: NodeSelectorRequirement, b: NodeSelectorRequirement) -> bool:
     return a.key == b.key and a.operator == b.operator and set(a.values) == set(b.values)
-
-
-def _fully_qualified(constraint: DeviceConstraint) -> str:
-    return constraint.match_attribute or ""

@@ -20,7 +20,7 @@ Nothing here does I/O: the simulator and the operator feed it the same way.
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -45,6 +45,7 @@ __all__ = [
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = 0, 1, 2, 3
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
+_POD_LOG = 1024  # pod changes remembered (`ClusterState.pod_changes_since`)
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
@@ -279,6 +280,11 @@ class ClusterState:
         self._allocatable_block: tuple[np.ndarray, int, np.ndarray, bool] | None = None
         self.static_version = 0  # bumps when anything a static filter reads changes
         self.version = 0  # bumps on every change
+        # every pod counted or uncounted moves `version` once and is logged here, (slot or None,
+        # pod), the latest last: a batched cycle (placer.engine.runtime) reads what changed since
+        # the pod whose work it reuses (`pod_changes_since`)
+        self.pod_changes = 0
+        self._pod_log: deque[tuple[int | None, PodInfo]] = deque(maxlen=_POD_LOG)
 
     # ----------------------------------------------------------------- node table
 
@@ -556,7 +562,7 @@ class ClusterState:
             if slot is not None:
                 for tracker in self._trackers.values():
                     tracker.account(pod, slot, +1)
-            self.version += 1
+            self._logged(slot, pod)
             return
         if self.withheld and (record is None or record.node != pod.node_name):
             self._explain(pod)  # a pod the watch shows arriving on its node
@@ -590,8 +596,26 @@ class ClusterState:
             members.discard(key)
             if not members:
                 del self.pods_by_node[record.node]
-        self.version += 1
+        self._logged(self.index.get(record.node), record.pod)
         return True
+
+    def _logged(self, slot: int | None, pod: PodInfo) -> None:
+        """A pod counted or uncounted (on `slot`, or on no node there is): one version more."""
+        self._pod_log.append((slot, pod))
+        self.pod_changes += 1
+        self.version += 1
+
+    def pod_changes_since(self, version: int, changes: int) -> list[tuple[int | None, PodInfo]] | None:
+        """The pods counted or uncounted since the cluster was at `version` with `pod_changes` at
+        `changes`, as (slot or None, pod), oldest first; None when anything else changed since (a
+        node, metrics, a nomination) or too much to remember."""
+        count = self.pod_changes - changes
+        if count < 0 or self.version - version != count or count > len(self._pod_log):
+            return None
+        if not count:
+            return []
+        log = self._pod_log
+        return [log[i] for i in range(len(log) - count, len(log))]
 
     # ----------------------------------------------------------------- what the kubelets count
 
@@ -746,7 +770,7 @@ class ClusterState:
         self.pods[key] = record
         self.pods_by_node.setdefault(record.node, set()).add(key)
         self._account(record, +1)
-        self.version += 1
+        self._logged(self.index.get(record.node), record.pod)
 
     def _account(self, record: PodRecord, sign: int) -> None:
         slot = self.index.get(record.node)

@@ -6,10 +6,17 @@ device is filtered over a thousand nodes with a few numpy operations, not a thou
   no duplicate device names, no shared counters (almost every pool). Each device is reachable
   from one node (a node-local slice or device) or from the nodes a selector / `allNodes` admits.
   Nodes that a pool outside the table reaches are *complex*: the plugin runs the full allocator
-  (`placer.engine.allocator`) there instead.
+  (`placer.engine.allocator`) there instead — so do pools with devices with binding conditions
+  (the allocator takes their pools last). Shared devices (`allowMultipleAllocations`) and request
+  policies are in the table: `room(request)` says, per pod, which devices have capacity left for
+  the request (what allocated and in-flight shares consume summed per device, below).
 - `in_use`: devices allocated to a claim (its `status.allocation`, admin access aside) or assumed
   by this scheduler (an in-flight allocation), kept in step with the catalog's ResourceClaims
-  (`Catalog.observe`) rather than rebuilt per pod.
+  (`Catalog.observe`) rather than rebuilt per pod. `state` is the allocator's view of the same
+  (kube's `AllocatedState`): the devices held whole, and the shares of devices with
+  `allowMultipleAllocations` with the capacity they consume per device, summed as claims change —
+  an in-flight share (this scheduler's assumption) counts until it lands or is undone, so a
+  device's capacity is never handed out twice.
 - `states(selectors)`: per device of the table, whether a chain of CEL selectors (a class's then a
   request's) matches (1), does not (0) or fails at run time (2), computed once per chain and slice
   generation; `matcher` answers the same per device for the allocator, from one cache.
@@ -22,29 +29,45 @@ import weakref
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from placer.engine.allocator import DeviceID, Pool, default_matcher, gather_pools
+from placer.engine.allocator import AllocatedState, DeviceID, Pool, default_matcher, gather_pools, request_fits
 from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
-from placer.engine.devices import Device, DeviceToleration, ResourceClaimInfo, SliceInfo
+from placer.engine.devices import Device, DeviceToleration, ResourceClaimInfo, SliceInfo, SubRequest
 from placer.engine.dra_cel import CelError
 from placer.engine.node_selectors import term_mask
 from placer.engine.objects import NodeSelectorTerm
 
-__all__ = ["CLAIM", "CLASS", "SLICE", "DeviceIndex", "claim_devices", "device_index"]
+__all__ = ["CLAIM", "CLASS", "SLICE", "DeviceIndex", "claim_devices", "claim_shares", "device_index"]
 
 CLAIM, SLICE, CLASS = "ResourceClaim", "ResourceSlice", "DeviceClass"
 NO, YES, ERROR = 0, 1, 2
 
 
 def claim_devices(claim: ResourceClaimInfo | None) -> list[DeviceID]:
-    """The devices a claim holds exclusively (kube's `foreachAllocatedDevice`: admin access aside)."""
+    """The devices a claim holds exclusively (kube's `foreachAllocatedDevice`: admin access and
+    shares aside)."""
     if claim is None or claim.allocation is None:
         return []
-    return [(r.driver, r.pool, r.device) for r in claim.allocation.results if r.admin_access is not True]
+    return [(r.driver, r.pool, r.device) for r in claim.allocation.results
+            if r.admin_access is not True and r.share_id is None]
+
+
+Share = tuple[DeviceID, str, tuple[tuple[str, Fraction], ...] | None]  # device, share ID, consumed capacity
+
+
+def claim_shares(claim: ResourceClaimInfo | None) -> list[Share]:
+    """The shares a claim holds (results with a `shareID`, admin access aside), with what each
+    consumes (None: no `consumedCapacity`)."""
+    if claim is None or claim.allocation is None:
+        return []
+    return [(r.id, r.share_id, None if r.consumed_capacity is None else
+             tuple(sorted((name, q.value) for name, q in r.consumed_capacity.items())))
+            for r in claim.allocation.results if r.admin_access is not True and r.share_id is not None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +83,14 @@ class DeviceIndex:
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = weakref.ref(catalog)
         self.allocated: Counter[DeviceID] = Counter()
+        # device -> its shares held (share ID -> how many claims show it) and what they consume
+        self.shares: dict[DeviceID, Counter[str]] = {}
+        self.capacity: dict[DeviceID, dict[str, Fraction]] = {}  # kube's AggregatedCapacity
+        self._with_capacity: Counter[DeviceID] = Counter()  # shares of each device with consumedCapacity
+        self.state = AllocatedState(self.allocated, self.shares, self.capacity)
         for _, _, claim in catalog.items(CLAIM):
             self.allocated.update(claim_devices(claim))
+            self._share(claim_shares(claim), 1)
         catalog.observe(CLAIM, self._claim_changed)
         self._slices_version = -1
         self._classes_version = -1
@@ -73,11 +102,12 @@ class DeviceIndex:
         self.gids: dict[DeviceID, list[int]] = {}
         self.in_use = np.zeros(0, dtype=bool)
         self.tainted = np.zeros(0, dtype=bool)
-        self.bound = np.zeros(0, dtype=bool)  # devices with binding conditions: never selectable here
         self._reach: list[_Reach] = []
         self._complex: list[_Reach] = []  # where the slices outside the table reach
         self._states: dict[tuple[str | None, ...], np.ndarray] = {}
         self._tolerated: dict[tuple[DeviceToleration, ...], np.ndarray] = {}
+        self._sensitive = np.zeros(0, dtype=np.int64)  # devices a request's share may not fit: shared, or a policy
+        self._having: dict[frozenset[str], np.ndarray] = {}  # capacity names -> the devices that have them all
         self._matches: dict[tuple[str, int], Any] = {}  # (expression, id(device)) -> bool or CelError
         self._bases: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._pools: dict[str, list[Pool]] = {}
@@ -92,7 +122,29 @@ class DeviceIndex:
 
     # -------------------------------------------------------------- claims
 
+    def _share(self, shares: list[Share], sign: int) -> None:
+        """Count shares in (sign 1) or out (-1)."""
+        for device_id, share_id, consumed in shares:
+            held = self.shares.setdefault(device_id, Counter())
+            held[share_id] += sign
+            if held[share_id] <= 0:
+                del held[share_id]
+            if not held:
+                del self.shares[device_id]
+            if consumed is None:
+                continue
+            self._with_capacity[device_id] += sign
+            total = self.capacity.setdefault(device_id, {})
+            for capacity, value in consumed:
+                total[capacity] = total.get(capacity, Fraction(0)) + sign * value
+            if self._with_capacity[device_id] <= 0:
+                del self._with_capacity[device_id], self.capacity[device_id]
+
     def _claim_changed(self, namespace: str, name: str, old: Any, new: Any) -> None:
+        shared_before, shared_after = claim_shares(old), claim_shares(new)
+        if shared_before != shared_after:
+            self._share(shared_before, -1)
+            self._share(shared_after, 1)
         before, after = claim_devices(old), claim_devices(new)
         if before == after:
             return
@@ -161,7 +213,11 @@ class DeviceIndex:
         size = len(self.devices)
         self.in_use = np.fromiter((self.allocated[i] > 0 for i in self.ids), dtype=bool, count=size)
         self.tainted = np.fromiter((bool(d.taints) for d in self.devices), dtype=bool, count=size)
-        self.bound = np.fromiter((bool(d.binding_conditions) for d in self.devices), dtype=bool, count=size)
+        self._sensitive = np.fromiter(
+            (gid for gid, d in enumerate(self.devices)
+             if d.allow_multiple_allocations or any(c.policy is not None for c in d.capacities.values())),
+            dtype=np.int64)
+        self._having.clear()
         self._states.clear()
         self._tolerated.clear()
         self._matches.clear()
@@ -179,7 +235,7 @@ class DeviceIndex:
             if not (slice_.node_name or slice_.all_nodes or slice_.node_selector is not None or slice_.per_device):
                 return False  # an unknown kind of node selection: the allocator skips it
             for device in slice_.devices:
-                if device.name in names or device.consumes_counters:
+                if device.name in names or device.consumes_counters or not _plain(device):
                     return False
                 names.add(device.name)
         return True
@@ -204,16 +260,34 @@ class DeviceIndex:
         self, selectors: tuple[str | None, ...], tolerations: tuple[DeviceToleration, ...]
     ) -> tuple[np.ndarray, np.ndarray]:
         """For a chain of selectors and a request's tolerations: which devices it may take if free
-        (matching, tolerated, no binding conditions), and which fail its selectors at run time."""
+        (matching, tolerated), and which fail its selectors at run time."""
         key = (selectors, tolerations)
         base = self._bases.get(key)
         if base is None:
             states = self.states(selectors)
-            base = self._bases[key] = (
-                (states == YES) & self.tolerated(tolerations) & ~self.bound,
-                (states == ERROR) & ~self.bound,
-            )
+            base = self._bases[key] = ((states == YES) & self.tolerated(tolerations), states == ERROR)
         return base
+
+    def room(self, request: SubRequest) -> np.ndarray | None:
+        """Per device of the table, whether a share (or the whole device) for `request` fits its
+        capacity now (`allocator.request_fits` over what allocated and in-flight shares consume);
+        None when every device does (a request asking no capacity, no shared device or policy)."""
+        if request.capacity:
+            names = frozenset(request.capacity)
+            having = self._having.get(names)
+            if having is None:
+                having = self._having[names] = np.fromiter(
+                    (gid for gid, d in enumerate(self.devices) if names <= d.capacities.keys()), dtype=np.int64)
+            check = having
+            room = np.zeros(len(self.devices), dtype=bool)
+        elif self._sensitive.size:
+            check = self._sensitive
+            room = np.ones(len(self.devices), dtype=bool)
+        else:
+            return None
+        for gid in check.tolist():
+            room[gid] = request_fits(request.capacity, self.devices[gid], self.capacity.get(self.ids[gid]))
+        return room
 
     def _place(self, cluster: ClusterState) -> None:
         index = cluster.index
@@ -239,6 +313,17 @@ class DeviceIndex:
                 candidates, node_name, labels, lambda driver, pool: self._by_pool.get((driver, pool), ())
             )
         return pools
+
+    def device(self, driver: str, pool: str, name: str) -> Device | None:
+        """A device as its pool's newest slices list it (None: not published)."""
+        slices = self._by_pool.get((driver, pool), ())
+        newest = max((s.generation for s in slices), default=None)
+        for slice_ in slices:
+            if slice_.generation == newest:
+                for device in slice_.devices:
+                    if device.name == name:
+                        return device
+        return None
 
     def reaching(self, slot: int, candidates: np.ndarray) -> np.ndarray:
         """The `candidates` (a bool mask over the table) reachable from the node in `slot`, in order."""
@@ -305,6 +390,12 @@ class DeviceIndex:
             if candidates[gid]:
                 counts += mask
         return counts
+
+
+def _plain(device: Device) -> bool:
+    """A device the table may hold: nothing to prepare (pools with binding conditions come last in
+    the allocator's order, which the table does not keep)."""
+    return not device.binding_conditions
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, DeviceIndex] = weakref.WeakKeyDictionary()

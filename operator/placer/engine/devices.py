@@ -28,8 +28,8 @@ from typing import Any
 from placer.engine.dra_cel import device_variable, parse_semver, semver_value
 from placer.engine.fields import FieldError, mapping, section, sequence
 from placer.engine.objects import NodeSelectorTerm, ObjectError, go_int
-from placer.engine.parsing import object_meta, parse_node_selector_terms
-from placer.engine.quantity import QuantityError, parse_quantity
+from placer.engine.parsing import object_meta, parse_node_selector_terms, parse_timestamp
+from placer.engine.quantity import Quantity, QuantityError, parse_quantity, parse_quantity_with_format
 from placer.engine.relations import ControllerRef, parse_controller
 
 __all__ = [
@@ -39,17 +39,22 @@ __all__ = [
     "FIRST_AVAILABLE_MAX_SIZE",
     "POD_GROUP_API_GROUP",
     "Allocation",
+    "CapacityPolicy",
+    "CapacityRange",
     "ClaimTemplateInfo",
     "ConsumerRef",
     "Device",
+    "DeviceCapacity",
     "DeviceClassInfo",
     "DeviceConstraint",
     "DeviceRequest",
     "DeviceResult",
+    "DeviceStatus",
     "DeviceTaint",
     "DeviceToleration",
     "ResourceClaimInfo",
     "SliceInfo",
+    "StatusCondition",
     "SubRequest",
     "node_selector_json",
     "parse_claim_template",
@@ -98,6 +103,16 @@ def _bool(value: Any, path: str) -> bool | None:
 def _quantity(value: Any, path: str) -> Fraction:
     try:
         return parse_quantity(value)
+    except QuantityError as error:
+        raise FieldError(path, str(error)) from None
+
+
+def _formatted(value: Any, path: str) -> Quantity:
+    """A quantity with its format (what Placer may write back: a share's consumed capacity)."""
+    if value is None:
+        raise FieldError(path, "Required value")
+    try:
+        return parse_quantity_with_format(value)
     except QuantityError as error:
         raise FieldError(path, str(error)) from None
 
@@ -229,6 +244,33 @@ class DeviceTaint:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityRange:
+    """A capacity's `requestPolicy.validRange`: what a share may consume, rounded up by `step`."""
+
+    min: Quantity | None = None
+    max: Quantity | None = None
+    step: Quantity | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """A capacity's `requestPolicy` (DRAConsumableCapacity): the share taken when a request asks for
+    none (`default`), and the values a share may take (`validValues` or `validRange`)."""
+
+    default: Quantity | None = None
+    valid_values: tuple[Quantity, ...] | None = None
+    valid_range: CapacityRange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCapacity:
+    """One of a device's `capacity` entries: its value (with its format) and its request policy."""
+
+    value: Quantity
+    policy: CapacityPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     name: str
     # qualified name as written -> (type, value): ("int", 1), ("bool", True), ("string", "a"),
@@ -241,7 +283,10 @@ class Device:
     all_nodes: bool = False
     consumes_counters: tuple[tuple[str, Mapping[str, Fraction]], ...] = ()  # (counter set, {name: value})
     binding_conditions: tuple[str, ...] = ()
-    allow_multiple_allocations: bool = False
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False  # the allocation is pinned to the node it was made for
+    allow_multiple_allocations: bool = False  # shared by several claims, each taking part of its capacity
+    capacities: Mapping[str, DeviceCapacity] = field(default_factory=dict)  # capacity with formats and policies
     error: str | None = None  # kube's `attribute NAME: ...` for a value CEL cannot use
     cel: Mapping[str, Any] = field(default_factory=dict)  # the CEL `device` variable
 
@@ -266,6 +311,27 @@ def _attribute(raw: Any, path: str) -> tuple[str, Any]:
     return "unknown", None
 
 
+def _request_policy(raw: Any, path: str) -> CapacityPolicy | None:
+    if raw is None:
+        return None
+    item = mapping(raw, path)
+    default = None if item.get("default") is None else _formatted(item["default"], f"{path}.default")
+    values = None
+    if item.get("validValues") is not None:
+        values = tuple(_formatted(v, f"{path}.validValues[{i}]")
+                       for i, v in enumerate(sequence(item["validValues"], f"{path}.validValues")))
+    valid_range = None
+    if item.get("validRange") is not None:
+        where = f"{path}.validRange"
+        bounds = mapping(item["validRange"], where)
+        ends = {key: None if bounds.get(key) is None else _formatted(bounds[key], f"{where}.{key}")
+                for key in ("min", "max", "step")}
+        if ends["step"] is not None and ends["step"].value <= 0:
+            raise FieldError(f"{where}.step", f"Invalid value: \"{ends['step']}\": must be greater than zero")
+        valid_range = CapacityRange(ends["min"], ends["max"], ends["step"])
+    return CapacityPolicy(default, values, valid_range)
+
+
 def _cel_value(kind: str, value: Any) -> Any:
     if kind == "version":
         return semver_value(parse_semver(value))
@@ -280,9 +346,14 @@ def _device(raw: Any, path: str, driver: str, per_device: bool) -> Device:
         for key, value in mapping(item.get("attributes"), f"{path}.attributes").items()
     }
     capacity = {}
+    capacities = {}
     for key, value in mapping(item.get("capacity"), f"{path}.capacity").items():
-        capacity[str(key)] = _quantity(mapping(value, f"{path}.capacity[{key}]").get("value"),
-                                       f"{path}.capacity[{key}].value")
+        where = f"{path}.capacity[{key}]"
+        entry = mapping(value, where)
+        quantity = _formatted(entry.get("value"), f"{where}.value")
+        capacity[str(key)] = quantity.value
+        capacities[str(key)] = DeviceCapacity(quantity, _request_policy(entry.get("requestPolicy"),
+                                                                        f"{where}.requestPolicy"))
     taints = []
     for i, raw_taint in enumerate(sequence(item.get("taints"), f"{path}.taints")):
         taint = mapping(raw_taint, f"{path}.taints[{i}]")
@@ -326,7 +397,10 @@ def _device(raw: Any, path: str, driver: str, per_device: bool) -> Device:
         all_nodes=all_nodes,
         consumes_counters=tuple(counters),
         binding_conditions=_strings(item.get("bindingConditions"), f"{path}.bindingConditions"),
+        binding_failure_conditions=_strings(item.get("bindingFailureConditions"), f"{path}.bindingFailureConditions"),
+        binds_to_node=_bool(item.get("bindsToNode"), f"{path}.bindsToNode") or False,
         allow_multiple_allocations=multiple,
+        capacities=capacities,
         error=error,
         cel=device_variable(driver, cel_attributes, capacity, multiple),
     )
@@ -432,6 +506,8 @@ class SubRequest:
     count: int = 1
     admin_access: bool | None = None  # exactly only
     tolerations: tuple[DeviceToleration, ...] = ()
+    #: `capacity.requests` (DRAConsumableCapacity): what to take of a shared device's capacities
+    capacity: Mapping[str, Quantity] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,6 +531,14 @@ class DeviceResult:
     pool: str
     device: str
     admin_access: bool | None = None
+    share_id: str | None = None  # a share of a device with allowMultipleAllocations
+    consumed_capacity: Mapping[str, Quantity] | None = None  # what that share takes of its capacities
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> tuple[str, str, str]:
+        return self.driver, self.pool, self.device
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -462,8 +546,41 @@ class Allocation:
     results: tuple[DeviceResult, ...] = ()
     node_selector: tuple[NodeSelectorTerm, ...] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)  # status.allocation as the API writes it
+    #: `allocationTimestamp` (seconds since the epoch), which the binding conditions' timeout counts from
+    timestamp: float | None = None
 
     __hash__ = object.__hash__
+
+    @property
+    def binding_conditions(self) -> bool:
+        """Whether some device of it must be prepared before the pod binds (kube's `hasBindingConditions`)."""
+        return any(r.binding_conditions for r in self.results)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCondition:
+    """A `metav1.Condition` of a claim's `status.devices[]`, as a driver reports it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    since: str = ""  # lastTransitionTime
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatus:
+    """One entry of a claim's `status.devices` (what the driver says about an allocated device)."""
+
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = None
+    conditions: tuple[StatusCondition, ...] = ()
+
+    def condition(self, kind: str) -> StatusCondition | None:
+        """apimeta's `FindStatusCondition`."""
+        return next((c for c in self.conditions if c.type == kind), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,12 +635,19 @@ class ResourceClaimInfo:
     #: it, and how many of them hold it (kube's in-flight allocation sharers); "" and 0 otherwise
     pending_group: str = ""
     sharers: int = 0
+    devices: tuple[DeviceStatus, ...] = ()  # status.devices
 
     __hash__ = object.__hash__
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def device_status(self, result: DeviceResult) -> DeviceStatus | None:
+        """kube's `getAllocatedDeviceStatus`: the status entry of an allocated device (by driver,
+        pool and device)."""
+        return next((d for d in self.devices
+                     if d.driver == result.driver and d.pool == result.pool and d.device == result.device), None)
 
     def is_reserved_for(self, consumer: ConsumerRef) -> bool:
         """Whether `status.reservedFor` lists the consumer (kube's `IsReservedForPod`)."""
@@ -569,7 +693,15 @@ def _sub_request(item: Mapping[str, Any], name: str, path: str, exact: bool) -> 
         count=count,
         admin_access=_bool(item.get("adminAccess"), f"{path}.adminAccess") if exact else None,
         tolerations=_tolerations(item.get("tolerations"), f"{path}.tolerations"),
+        capacity=_capacity_requests(item.get("capacity"), f"{path}.capacity"),
     )
+
+
+def _capacity_requests(raw: Any, path: str) -> Mapping[str, Quantity]:
+    if raw is None:
+        return {}
+    requests = mapping(mapping(raw, path).get("requests"), f"{path}.requests")
+    return {str(name): _formatted(value, f"{path}.requests[{name}]") for name, value in requests.items()}
 
 
 def _allocation(raw: Any, path: str) -> Allocation:
@@ -579,12 +711,41 @@ def _allocation(raw: Any, path: str) -> Allocation:
     for i, entry in enumerate(sequence(devices.get("results"), f"{path}.devices.results")):
         result = mapping(entry, f"{path}.devices.results[{i}]")
         where = f"{path}.devices.results[{i}]"
+        consumed = None
+        if result.get("consumedCapacity") is not None:
+            consumed = {str(k): _formatted(v, f"{where}.consumedCapacity[{k}]")
+                        for k, v in mapping(result["consumedCapacity"], f"{where}.consumedCapacity").items()}
         results.append(DeviceResult(
             _string(result, "request", where), _string(result, "driver", where),
             _string(result, "pool", where), _string(result, "device", where),
             _bool(result.get("adminAccess"), f"{where}.adminAccess"),
+            _string(result, "shareID", where, required=False) or None, consumed,
+            _strings(result.get("bindingConditions"), f"{where}.bindingConditions"),
+            _strings(result.get("bindingFailureConditions"), f"{where}.bindingFailureConditions"),
         ))
-    return Allocation(tuple(results), _node_selector(item.get("nodeSelector"), f"{path}.nodeSelector"), dict(item))
+    stamp = item.get("allocationTimestamp")
+    timestamp = parse_timestamp(stamp) if isinstance(stamp, str) and stamp else None
+    return Allocation(tuple(results), _node_selector(item.get("nodeSelector"), f"{path}.nodeSelector"), dict(item),
+                      timestamp or None)
+
+
+def _device_statuses(raw: Any, path: str) -> tuple[DeviceStatus, ...]:
+    out = []
+    for i, entry in enumerate(sequence(raw, path)):
+        where = f"{path}[{i}]"
+        item = mapping(entry, where)
+        conditions = []
+        for j, raw_condition in enumerate(sequence(item.get("conditions"), f"{where}.conditions")):
+            condition = mapping(raw_condition, f"{where}.conditions[{j}]")
+            conditions.append(StatusCondition(
+                str(condition.get("type") or ""), str(condition.get("status") or ""),
+                str(condition.get("reason") or ""), str(condition.get("message") or ""),
+                str(condition.get("lastTransitionTime") or ""),
+            ))
+        out.append(DeviceStatus(_string(item, "driver", where), _string(item, "pool", where),
+                                _string(item, "device", where), _string(item, "shareID", where, required=False) or None,
+                                tuple(conditions)))
+    return tuple(out)
 
 
 def parse_claim_spec(spec: Mapping[str, Any], path: str) -> tuple[
@@ -647,6 +808,7 @@ def parse_resource_claim(obj: Mapping[str, Any]) -> ResourceClaimInfo:
             allocation=allocation,
             reserved_for=tuple(reserved),
             status=dict(status),
+            devices=_device_statuses(status.get("devices"), "status.devices"),
             extended=(meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM) == "true"
             if isinstance(meta.get("annotations"), Mapping) else False,
         )

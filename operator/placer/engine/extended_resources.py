@@ -20,6 +20,7 @@ and its requested the number of those that claims hold (`dra_totals`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -185,11 +186,13 @@ def dra_totals(cluster: ClusterState, resource: str) -> tuple[np.ndarray, np.nda
     if klass is None:
         return None
     devices = _class_devices(cluster, klass)
-    held = device_index(cluster).allocated
+    index = device_index(cluster)
+    held = index.state  # kube's IsDeviceAllocated: held whole, or shares of it taken
     allocated = np.zeros(cluster.size, dtype=np.int64)
-    smaller, larger = (held, devices.where) if len(held) < len(devices.where) else (devices.where, held)
-    for device_id in smaller:
-        if device_id in larger and held[device_id] > 0:
+    candidates = (itertools.chain(index.allocated, index.shares)
+                  if len(index.allocated) + len(index.shares) < len(devices.where) else devices.where)
+    for device_id in set(candidates):
+        if device_id in devices.where and held.holds(device_id):
             for nodes in devices.where[device_id]:
                 allocated[nodes] += 1
     allocatable = devices.allocatable.copy()

@@ -16,7 +16,7 @@ The binding points run for every plugin of a profile that implements them, which
 (filters, scores, postFilters). Plugins stay pure there too: a PreBind says *what* must be written
 (`Write`: a patch or delete of any object, with a resourceVersion or UID precondition, and how to
 undo it) and what to wait for (`WaitFor`: a predicate over the watch-fed cluster), and the operator
-(`placer.controller.effects`, `placer.controller.binding`) carries it out.
+(`placer.controller.binding.effects`, `placer.controller.binding.cycle`) carries it out.
 
 Adding a plugin: write `placer/plugins/<name>.py` with the class and its docstring (what it
 does, its args, an example profile), a `<name>_test.py` beside it, and its entry point in the
@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -43,15 +43,21 @@ from placer.engine.writes import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH,
 
 __all__ = [
     "ALLOW",
+    "BATCH_NODE",
+    "BATCH_NONE",
     "JSON_PATCH",
     "MAX_NODE_SCORE",
     "MERGE_PATCH",
     "STRATEGIC_MERGE_PATCH",
+    "UNSIGNABLE",
     "BindingPoints",
     "ClusterEvent",
     "CycleMemo",
+    "EvictionCheck",
+    "EvictionTerms",
     "FilterPlugin",
     "NoArgs",
+    "Notice",
     "ObjectRef",
     "Permit",
     "PermitCode",
@@ -133,11 +139,37 @@ class NoArgs(PluginArgs):
     """For plugins that take no arguments."""
 
 
+class _Unsignable:
+    """`Plugin.sign`'s answer for a pod the plugin cannot sign."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSIGNABLE"
+
+
+UNSIGNABLE: Final = _Unsignable()
+#: `Plugin.batch_reach`: a pod counted or uncounted on a node changes the plugin's answers for a
+#: signed pod on that node only (its own pods: requests, ports)
+BATCH_NODE: Final = "node"
+#: ... on no node (the answers read node facts and the catalog only)
+BATCH_NONE: Final = "none"
+
+
 class Plugin(ABC, Generic[ArgsT]):
-    """What every plugin has: a name and validated args."""
+    """What every plugin has: a name and validated args.
+
+    Opportunistic batching (kube's SignPlugin, KEP-5598): a plugin that can tell what of a pod its
+    answers depend on signs pods (`sign`); a pod whose every plugin signs it as the pod decided
+    before reuses that pod's work (`placer.engine.runtime`), updated where pods were counted or
+    uncounted since, as `batch_reach` and `batch_breaks` say. A plugin that does not sign (the
+    default) keeps its profile's pods out of batching."""
 
     name: ClassVar[str]
     Args: ClassVar[type[PluginArgs]] = NoArgs
+    #: where counting or uncounting a pod changes this plugin's answers for a pod it signs:
+    #: BATCH_NODE (on that pod's node only) or BATCH_NONE (nowhere, but see `batch_breaks`)
+    batch_reach: ClassVar[str] = BATCH_NODE
 
     def __init__(self, args: ArgsT) -> None:
         self.args = args
@@ -145,6 +177,19 @@ class Plugin(ABC, Generic[ArgsT]):
     def warnings(self, cluster: ClusterState) -> list[str]:
         """Conditions worth reporting in the profile status (e.g. missing metrics)."""
         return []
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """What of `pod` this plugin's answers depend on (its PreFilter, Filter with its reasons,
+        PreScore and raw Score on each node, for the same cluster), as a value compared with `==`
+        (kube's SignFragment): two pods with equal values get equal answers. UNSIGNABLE (the
+        default): the plugin cannot tell, and the pod is decided afresh (kube's Unschedulable
+        status from SignPod)."""
+        return UNSIGNABLE
+
+    def batch_breaks(self, pod: PodInfo, changed: PodInfo) -> bool:
+        """Whether `changed`, counted or uncounted on some node, may change this plugin's answers
+        for `pod` (a pod it signed) beyond `batch_reach`: on any node."""
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +201,24 @@ class PreFilterResult:
     rejects the pod itself."""
 
     node_names: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionTerms:
+    """A resolvable filter's answer on some nodes as pods are evicted, as arithmetic: per node a
+    shortfall in each of a few quantities (a pod slot, millicores, conflicting host ports...), and
+    what evicting one pod frees of each; the pod passes there once the pods evicted free at least
+    the shortfall in every quantity. Preemption's dry run (kube's SelectVictimsOnNode) then weighs
+    thousands of nodes and their victims in a few array operations rather than running the filter
+    per node per victim (`FilterPlugin.eviction_terms`)."""
+
+    #: (nodes, quantities): how much evictions must free on each node; <= 0: nothing
+    shortfall: np.ndarray
+    #: what evicting one pod (a pod counted on the node) frees of each quantity, all >= 0
+    frees: Callable[[PodInfo], Sequence[int]]
+    #: (priority) -> (nodes, quantities): what evicting every pod of a lower priority frees on each
+    #: node, when the plugin can tell without visiting the pods; None: the dry run sums `frees`
+    frees_below: Callable[[int], np.ndarray] | None = None
 
 
 class FilterPlugin(Plugin[ArgsT]):
@@ -178,6 +241,12 @@ class FilterPlugin(Plugin[ArgsT]):
     @abstractmethod
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         """A bool mask over slots `[0, cluster.size)`: True where the pod fits. None: all fit."""
+
+    def filter_at(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray | None:
+        """`filter` on `slots` only (a batched pod's nodes whose pods changed since the pod it
+        reuses the work of); None: all fit. Plugins whose `filter` is not cached do it cheaper."""
+        mask = self.filter(pod, cluster)
+        return None if mask is None else mask[slots]
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
         """For the slots this filter rejected, how many nodes gave each reason.
@@ -210,6 +279,12 @@ class FilterPlugin(Plugin[ArgsT]):
             mask = self.filter(pod, cluster)
             return mask is None or bool(mask[slot])
 
+    def eviction_terms(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> EvictionTerms | None:
+        """`fits_without` on the nodes `slots` at once, as arithmetic (`EvictionTerms`): for the
+        plugins whose answer on a node is a count its pods add up to. None (the default): the
+        dry run asks `fits_without` node by node. Asked only when `filter` constrains the pod."""
+        return None
+
 
 class ReservePlugin(Plugin[ArgsT]):
     """Holds, on the chosen node, what the plugin's filter found there (kube's Reserve), so the next
@@ -236,6 +311,60 @@ class Preemption:
     displaced: tuple[str, ...] = ()
 
 
+class EvictionCheck:
+    """The profile's filters on preemption's candidate nodes as pods are evicted there (what kube's
+    SelectVictimsOnNode asks per node, per victim), for all the candidates at once: the filters
+    evictions cannot change as one verdict per node (`passes`); the resolvable filters with
+    `EvictionTerms` as one table of shortfalls (`covered`); the other resolvable filters node by
+    node (`node_fits`)."""
+
+    __slots__ = ("_terms", "node_fits", "passes", "shortfall", "slots")
+
+    def __init__(
+        self,
+        slots: np.ndarray,
+        passes: np.ndarray,
+        terms: Sequence[EvictionTerms] = (),
+        node_fits: Callable[[int, Sequence[PodRecord]], bool] | None = None,
+    ) -> None:
+        self.slots = slots
+        self.passes = passes  # bool per candidate
+        self._terms = tuple(terms)
+        self.shortfall = (
+            np.hstack([t.shortfall for t in self._terms]) if self._terms else np.zeros((len(slots), 0), dtype=np.int64)
+        )
+        #: (slot, pods gone) -> whether the filters without terms let the pod there; None: there are none
+        self.node_fits = node_fits
+
+    @property
+    def width(self) -> int:
+        """How many quantities the terms count."""
+        return int(self.shortfall.shape[1])
+
+    def frees(self, pod: PodInfo) -> list[int]:
+        """What evicting `pod` frees of each quantity."""
+        if len(self._terms) == 1:
+            return list(self._terms[0].frees(pod))
+        row: list[int] = []
+        for terms in self._terms:
+            row.extend(terms.frees(pod))
+        return row
+
+    def frees_below(self, priority: int) -> np.ndarray | None:
+        """(candidates, quantities): what evicting every pod below `priority` frees on each candidate;
+        None when some filter's terms cannot tell without visiting the pods."""
+        parts = []
+        for terms in self._terms:
+            if terms.frees_below is None:
+                return None
+            parts.append(terms.frees_below(priority))
+        return np.hstack(parts) if parts else np.zeros((len(self.slots), 0), dtype=np.int64)
+
+    def covered(self, positions: np.ndarray | slice, freed: np.ndarray) -> np.ndarray:
+        """Per candidate at `positions`: whether `freed` (one row each) covers its every shortfall."""
+        return (self.shortfall[positions] <= freed).all(axis=1)
+
+
 @dataclass(slots=True)
 class PostFilterContext:
     """What a PostFilter plugin gets from the runtime when no node fits (kube's `NodeToStatusMap`
@@ -251,6 +380,9 @@ class PostFilterContext:
     #: the nodes the profile's filter of this name was run on (kube runs a node's filters until one
     #: fails: every earlier filter passed them); None when the profile has no such filter
     reached: Callable[[str], np.ndarray | None] = lambda name: None
+    #: the filters on all the candidates at once, as evictions change them (`EvictionCheck`), for
+    #: preemption's dry run; None: only `fits`, node by node
+    evictions: Callable[[], EvictionCheck] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,6 +664,18 @@ class PreBindError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """An event about the pod that a plugin's PreBind posts (kube's `EventRecorder().Eventf` from a
+    plugin, e.g. DynamicResources' `BindingConditionsPending`): the operator sends it with its other
+    events, regarding the pod, from the pod's scheduler."""
+
+    reason: str
+    action: str
+    note: str
+    type: str = "Normal"
+
+
+@dataclass(frozen=True, slots=True)
 class WaitFor:
     """Wait, after the writes, until `check` holds on the cluster the watches feed (never by polling
     the API server): it runs at every one of `events` (ClusterEvent names, catalog kinds) and once
@@ -542,15 +686,20 @@ class WaitFor:
     events: frozenset[str]
     timeout: float | None = None  # seconds; None: the operator's default (kube's bindTimeoutSeconds)
     timeout_message: str = "timed out waiting for the condition"  # kube's wait.ErrWaitTimeout
+    notice: Notice | None = None  # posted once, when the wait begins (after the writes)
 
 
 @dataclass(frozen=True, slots=True)
 class PreBind:
     """What a PreBindPlugin needs done before the pod is bound: writes in order, then a wait. Any
-    failure undoes the writes that landed (their `undo`), latest first."""
+    failure undoes the writes that landed (their `undo`), latest first. A plan with neither is left
+    out (kube's PreBindPreFlight Skip) unless `preflight` says the plugin's PreBind runs all the
+    same (kube's PreBindPreFlight Success: DynamicResources for any pod with claims), which is what
+    has the binding cycle set the pod's nominatedNodeName first (kube's NominatedNodeNameForExpectation)."""
 
     writes: tuple[Write, ...] = ()
     wait: WaitFor | None = None
+    preflight: bool = False
 
 
 class PreBindPlugin(Plugin[ArgsT]):

@@ -135,6 +135,9 @@ class PodInfo:
     created: float = 0.0
     phase: str = ""
     deleting: bool = False
+    # status.conditions: DisruptionTarget True with reason PreemptionByScheduler (a scheduler's
+    # victim: kube's podTerminatingByPreemption, once it is deleting)
+    preempted: bool = False
     # what the pod holds on its node (kube's PodInfo.CalculateResource: pod-level requests, and the
     # larger of spec and status while an in-place resize is under way)
     requests: dict[str, int] = field(default_factory=dict)

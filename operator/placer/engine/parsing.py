@@ -520,6 +520,18 @@ def _metadata(obj: Any, kind: str) -> Mapping[str, Any]:
     return meta
 
 
+def preempted_by_scheduler(status: Mapping[str, Any]) -> bool:
+    """kube's podTerminatingByPreemption, its condition: the pod's first DisruptionTarget condition
+    is True with reason PreemptionByScheduler (malformed conditions: not)."""
+    conditions = status.get("conditions")
+    if type(conditions) is not list:
+        return False
+    for condition in conditions:
+        if type(condition) is dict and condition.get("type") == "DisruptionTarget":
+            return condition.get("status") == "True" and condition.get("reason") == "PreemptionByScheduler"
+    return False
+
+
 def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     """Build a PodInfo; raise ObjectError only when the pod has no usable identity."""
     meta = _metadata(obj, "Pod")
@@ -539,6 +551,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         created=parse_timestamp(meta.get("creationTimestamp")),
         phase=str(status.get("phase") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
+        preempted=preempted_by_scheduler(status),
         resource_version=str(meta.get("resourceVersion") or ""),
         start_time=parse_timestamp(status.get("startTime")),
         nominated_node=str(status.get("nominatedNodeName") or ""),
@@ -567,7 +580,7 @@ def _read(spec: dict[str, Any], meta: dict[str, Any], status: dict[str, Any]) ->
         return orjson.dumps((
             spec, meta.get("creationTimestamp"), meta.get("deletionTimestamp"), meta.get("ownerReferences"),
             status.get("phase"), status.get("startTime"), status.get("nominatedNodeName"),
-            status.get("resourceClaimStatuses"),
+            status.get("resourceClaimStatuses"), preempted_by_scheduler(status),
         )).decode()
     except orjson.JSONEncodeError:
         return None

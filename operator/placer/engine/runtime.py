@@ -5,14 +5,16 @@ Kept apart from the plugins, as kube-scheduler's `framework/runtime`: this modul
 order of the extension points and kube-scheduler's rules around them
 (`percentageOfNodesToScore`, the rotating start index, the `0/N nodes are available` message, the
 15-minute cap on a Permit wait), and nothing about what any plugin does. What the binding cycle
-writes and waits for is carried out by the operator (`placer.controller.binding`).
+writes and waits for is carried out by the operator (`placer.controller.binding.cycle`).
 
 What a cycle costs is the number of numpy calls far more than the number of nodes, so the runtime
 makes few: the scan for the nodes to score looks at the next `2 x (wanted + 1)` nodes of the
 node-tree order first (the whole round only when they hold too few feasible ones); the winner is
 the highest total with the smallest node name among its ties, a maximum rather than a sort (the
 full order is sorted only when asked: `--top`, explain); the filters' masks are ANDed without
-copies, and a cycle with no nominated pods skips that bookkeeping.
+copies, and a cycle with no nominated pods skips that bookkeeping. A pod signed as one decided
+before reuses that cycle's work (opportunistic batching, `placer.engine.batching`), with the same
+decision.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from placer.engine.batching import Batch, Batches
 from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.framework import (
     ALLOW,
     BindingPoints,
+    EvictionCheck,
     FilterPlugin,
     Permit,
     PermitCode,
@@ -91,19 +95,30 @@ class Weighed:
     and their positions best first (total, then node name).
 
     The full order is sorted only when asked (`order`): a cycle needs just the best (`best`), which
-    is a maximum, not a sort."""
+    is a maximum, not a sort. The per-plugin scores may come as a function, called when first asked
+    (a batched cycle adds cached totals and asks the plugins' scores only for its best nodes)."""
 
-    __slots__ = ("_order", "_ranks", "per_plugin", "slots", "totals")
+    __slots__ = ("_order", "_per_plugin", "_ranks", "_scores_at", "slots", "totals")
 
     def __init__(
-        self, slots: np.ndarray, totals: np.ndarray, per_plugin: list[tuple[str, np.ndarray | None]],
-        ranks: np.ndarray,
+        self, slots: np.ndarray, totals: np.ndarray,
+        per_plugin: list[tuple[str, np.ndarray | None]] | Callable[[], list[tuple[str, np.ndarray | None]]],
+        ranks: np.ndarray, scores_at: Callable[[int], dict[str, int]] | None = None,
     ) -> None:
         self.slots = slots
         self.totals = totals
-        self.per_plugin = per_plugin
+        self._per_plugin = per_plugin
         self._ranks = ranks  # every slot's node-name rank (ties go to the smaller name)
         self._order: np.ndarray | None = None
+        #: the per-plugin scores of one candidate, without the others' (with `per_plugin` a function)
+        self._scores_at = scores_at
+
+    @property
+    def per_plugin(self) -> list[tuple[str, np.ndarray | None]]:
+        """(plugin name, its normalised scores per candidate, None where it does not apply)."""
+        if callable(self._per_plugin):
+            self._per_plugin = self._per_plugin()
+        return self._per_plugin
 
     @property
     def order(self) -> np.ndarray:
@@ -124,11 +139,11 @@ class Weighed:
 
     def node_score(self, cluster: ClusterState, i: int) -> NodeScore:
         """The `i`-th candidate (a position in `slots`) as a NodeScore."""
-        return NodeScore(
-            node=cluster.names[self.slots[i]],
-            total=int(self.totals[i]),
-            plugins={name: 0 if scores is None else int(scores[i]) for name, scores in self.per_plugin},
-        )
+        if self._scores_at is not None and callable(self._per_plugin):
+            plugins = self._scores_at(int(i))
+        else:
+            plugins = {name: 0 if scores is None else int(scores[i]) for name, scores in self.per_plugin}
+        return NodeScore(node=cluster.names[self.slots[i]], total=int(self.totals[i]), plugins=plugins)
 
 
 @dataclass(slots=True)
@@ -267,8 +282,13 @@ class Scheduler:
     """Runs scheduling cycles; holds kube-scheduler's rotating start index across pods, and the pods
     waiting on Permit."""
 
-    def __init__(self) -> None:
+    def __init__(self, batching: bool = True) -> None:
         self.next_start_index = 0
+        #: opportunistic batching (placer.engine.batching): a pod signed as one decided before
+        #: reuses its work; the decisions are the same without (False: every cycle in full)
+        self.batching = batching
+        self.batched_pods = 0  # cycles that reused a batch (kube's batchedPods)
+        self._batches = Batches()
         self.waiting = WaitingPods()
         # the Permit plugin instances holding pods now (with how many), and who holds each pod
         self._holders: dict[int, tuple[PermitPlugin[Any], int]] = {}
@@ -293,6 +313,18 @@ class Scheduler:
         # pods nominated to nodes with this pod's priority or more hold their room (kube runs the
         # filters with them and without them: a node must pass both)
         nominated = cluster.nominated_against(pod) if cluster.nominated else []
+        signed = None
+        if self.batching and placement is None and not nominated and not self._nominated(pod, cluster):
+            signed = self._batches.sign(profile, pod, cluster)
+            batch = None if signed is None else self._batches.serving(signed, pod, profile, cluster)
+            if batch is not None:
+                slots = self._nodes_to_score(batch.feasible, profile, cluster, all_nodes, pod)
+                if slots.size:
+                    weighed = self._weigh_batched(pod, profile, cluster, slots, batch)
+                    self._decide(cluster, slots, decision, top, weighed)
+                    self.batched_pods += 1
+                    return decision
+                # no node fits: the full cycle finds why
         with cluster.with_pods(nominated) if nominated else _AS_IT_IS:
             pod_reason, narrowed = self._pre_filter(pod, profile, cluster, decision)
             # the nodes to evaluate: all, or those the PreFilters named and the pod's nominated node
@@ -300,7 +332,8 @@ class Scheduler:
             within = None if narrowed is None else self._with_nominated(narrowed.allowed, pod, cluster)
             if placement is not None:
                 within = placement if within is None else within & placement
-            feasible = None if pod_reason is not None else self._filter(pod, profile, cluster, within)
+            masks: list[np.ndarray | None] = []  # each filter's, as far as the first pass went
+            feasible = None if pod_reason is not None else self._filter(pod, profile, cluster, within, masks)
         if feasible is not None and nominated and feasible.any():
             feasible &= self._filter(pod, profile, cluster, within)
         allowed = None if narrowed is None else narrowed.allowed
@@ -309,11 +342,29 @@ class Scheduler:
         slots = np.empty(0, dtype=np.int64) if feasible is None else self._nodes_to_score(
             feasible, profile, cluster, all_nodes, pod, allowed)
         if slots.size == 0:
-            with cluster.with_pods(nominated):
-                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within)
+            with cluster.with_pods(nominated):  # (as in the first pass: its masks hold)
+                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within, masks)
             return decision
-        self._score(pod, profile, cluster, slots, decision, top)
+        if signed is None or narrowed is not None:
+            self._decide(cluster, slots, decision, top, self.weigh(pod, profile, cluster, slots))
+            return decision
+        raw: list[np.ndarray | None] = []
+        self._decide(cluster, slots, decision, top, self.weigh(pod, profile, cluster, slots, raw))
+        assert feasible is not None
+        self._batches.keep(signed, cluster, feasible, slots, raw)
         return decision
+
+    @staticmethod
+    def _nominated(pod: PodInfo, cluster: ClusterState) -> bool:
+        """Whether the pod is nominated to a node (its cycle tries that node first)."""
+        return bool(pod.nominated_node) or pod.key in cluster.nominated
+
+    @staticmethod
+    def _weigh_batched(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray,
+                       batch: Batch) -> Weighed:
+        """`weigh` from the batch: the same totals, each plugin's scores worked out only if asked."""
+        totals, per_plugin, scores_at = batch.weigh(pod, profile, cluster, slots)
+        return Weighed(slots, totals, per_plugin, cluster.name_rank(), scores_at)
 
     @staticmethod
     def _pre_filter(
@@ -351,11 +402,16 @@ class Scheduler:
         return within
 
     @staticmethod
-    def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None) -> np.ndarray:
+    def _filter(pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None,
+                masks: list[np.ndarray | None] | None = None) -> np.ndarray:
+        """The nodes every filter lets the pod onto (`masks`, if given, gets each filter's answer,
+        in order, as far as they were asked: no node left ends the pass)."""
         present = cluster.present[: cluster.size]
         feasible = None if within is None else present & within
         for plugin in profile.filters:
             mask = plugin.filter(pod, cluster)
+            if masks is not None:
+                masks.append(mask)
             if mask is not None:
                 if feasible is None:
                     feasible = present & mask  # (a new array: masks are the plugins', read only)
@@ -368,14 +424,16 @@ class Scheduler:
     def _unschedulable(
         self, pod: PodInfo, profile: Profile, cluster: ClusterState, decision: Decision, all_nodes: int,
         pod_reason: str | None, narrowed: Narrowed | None = None, within: np.ndarray | None = None,
+        masks: Sequence[np.ndarray | None] = (),
     ) -> None:
         """kube's FitError, then the PostFilter plugins (preemption) with what it found. Nodes a
-        PreFilterResult left out count as its reason, and preemption does not try them."""
+        PreFilterResult left out count as its reason, and preemption does not try them. `masks`:
+        the first filters' answers, as the cycle found them on this cluster."""
         if pod_reason is not None:
             decision.message = fit_error_message(all_nodes, Counter(), pod_reason)
             candidates = np.empty(0, dtype=np.int64)
         else:
-            reasons, rejected_by, resolvable = self._failure_reasons(pod, profile, cluster, within)
+            reasons, rejected_by, resolvable = self._failure_reasons(pod, profile, cluster, within, masks)
             if narrowed is not None and within is not None:
                 left_out = all_nodes - int(np.count_nonzero(within))
                 if left_out > 0:
@@ -392,7 +450,9 @@ class Scheduler:
         messages: list[str] = []
         reached = functools.partial(self._reached, pod, profile, cluster, within)
         for plugin in profile.post_filters:
-            context = PostFilterContext(candidates, all_nodes, *self._checks(pod, profile, cluster), reached=reached)
+            evictions = functools.partial(self._evictions, pod, profile, cluster, candidates)
+            context = PostFilterContext(candidates, all_nodes, *self._checks(pod, profile, cluster), reached=reached,
+                                        evictions=evictions)
             outcome = plugin.post_filter(pod, cluster, context)
             if isinstance(outcome, PostFilterWrites):
                 decision.post_filter_writes += outcome.writes
@@ -469,11 +529,37 @@ class Scheduler:
 
         return check, fits
 
-    @classmethod
-    def _score(
-        cls, pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int
-    ) -> None:
-        weighed = cls.weigh(pod, profile, cluster, slots)
+    @staticmethod
+    def _evictions(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray) -> EvictionCheck:
+        """The profile's filters on the candidate `slots` as pods are evicted there (`EvictionCheck`):
+        the filters evictions cannot change, once; the resolvable ones that constrain the pod as
+        `EvictionTerms` where they can, else node by node (`fits_without`)."""
+        passes = np.ones(len(slots), dtype=bool)
+        terms = []
+        others: list[FilterPlugin] = []
+        for plugin in profile.filters:
+            mask = plugin.filter(pod, cluster)
+            if mask is None:
+                continue  # the plugin does not constrain this pod: no pod needs to move for it
+            if not plugin.resolvable:
+                passes &= mask[slots]
+                continue
+            found = plugin.eviction_terms(pod, cluster, slots)
+            if found is None:
+                others.append(plugin)
+            else:
+                terms.append(found)
+        if not others:
+            return EvictionCheck(slots, passes, terms)
+
+        def node_fits(slot: int, removed: Sequence[PodRecord]) -> bool:
+            return all(plugin.fits_without(pod, cluster, slot, removed) for plugin in others)
+
+        return EvictionCheck(slots, passes, terms, node_fits)
+
+    @staticmethod
+    def _decide(cluster: ClusterState, slots: np.ndarray, decision: Decision, top: int, weighed: Weighed) -> None:
+        """The best of the scored candidates `slots`, with the `top` best scores."""
         best = weighed.best()
         decision.node = cluster.names[slots[best]]
         decision.weighed = weighed
@@ -484,17 +570,24 @@ class Scheduler:
             decision.top = [weighed.node_score(cluster, i) for i in weighed.order[:top]]
 
     @staticmethod
-    def weigh(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray) -> Weighed:
+    def weigh(pod: PodInfo, profile: Profile, cluster: ClusterState, slots: np.ndarray,
+              raw: list[np.ndarray | None] | None = None) -> Weighed:
         """Every score plugin on the candidate `slots`, normalised and weighted, and the candidates
-        best first; shared with `placer explain`, which scores nodes the cycle would not pick."""
+        best first; shared with `placer explain`, which scores nodes the cycle would not pick.
+        `raw`, if given, gets each plugin's raw scores (None where it does not apply)."""
         totals = np.zeros(slots.size, dtype=np.int64)
         per_plugin: list[tuple[str, np.ndarray | None]] = []
         for plugin, weight in profile.scores:
             if plugin.pre_score(pod, cluster):
-                scores = plugin.normalize(plugin.score(pod, cluster, slots))
+                values = plugin.score(pod, cluster, slots)
+                if raw is not None:
+                    raw.append(values)
+                scores = plugin.normalize(values)
                 totals += scores if weight == 1 else weight * scores
                 per_plugin.append((plugin.name, scores))
             else:  # the plugin does not apply: 0 on every node
+                if raw is not None:
+                    raw.append(None)
                 per_plugin.append((plugin.name, None))
         return Weighed(slots, totals, per_plugin, cluster.name_rank())
 
@@ -597,7 +690,7 @@ class Scheduler:
                 plan = plugin.pre_bind(pod, cluster, decision.node, decision.reservations.get(plugin.name))
             except Exception as error:
                 raise PluginFailed(plugin, error) from error
-            if plan is not None and (plan.writes or plan.wait is not None):
+            if plan is not None and (plan.writes or plan.wait is not None or plan.preflight):
                 plans.append((plugin, plan))
         return plans
 
@@ -633,6 +726,9 @@ class Scheduler:
             count = int(order.size)
             if count == 0:
                 return order
+        if not feasible.size or not feasible[feasible.argmax()]:  # no node fits: every one examined
+            self.next_start_index = (self.next_start_index + count) % all_nodes
+            return order[:0]
         start = self.next_start_index % count
         wanted = nodes_to_find(profile.percentage_of_nodes_to_score, count)
         window = 2 * (wanted + 1)
@@ -659,19 +755,24 @@ class Scheduler:
 
     @staticmethod
     def _failure_reasons(
-        pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None
+        pod: PodInfo, profile: Profile, cluster: ClusterState, within: np.ndarray | None = None,
+        masks: Sequence[np.ndarray | None] = (),
     ) -> tuple[Counter[str], list[FilterPlugin], np.ndarray]:
         """Each node's reasons come from the first filter that rejected it (kube stops at a node's
         first failing plugin); also which filters did, and per slot whether evicting pods may undo
-        its rejection (what preemption may try). Only the nodes `within` are looked at, if given."""
+        its rejection (what preemption may try). Only the nodes `within` are looked at, if given.
+        The first filters' answers may be given (`masks`: the cycle's); the filters after the one
+        that left no node are not asked (they reject none of them)."""
         remaining = cluster.present[: cluster.size].copy()
         if within is not None:
             remaining &= within
         reasons: Counter[str] = Counter()
         rejected_by: list[FilterPlugin] = []
         resolvable = np.zeros(cluster.size, dtype=bool)
-        for plugin in profile.filters:
-            mask = plugin.filter(pod, cluster)
+        for index, plugin in enumerate(profile.filters):
+            if not remaining.size or not remaining[remaining.argmax()]:  # no node left (argmax: the first True)
+                break
+            mask = masks[index] if index < len(masks) else plugin.filter(pod, cluster)
             if mask is None:
                 continue
             rejected = np.flatnonzero(remaining & ~mask)

@@ -1,7 +1,7 @@
 """The writes a plugin asks the operator to make (kube's PreBind and preemption calls): pure data.
 
 Kept apart from `placer.engine.framework` (which re-exports every name here, the plugins' one
-import) so that the API client (`placer.controller.kube`) needs no numpy or pydantic: `placer run`
+import) so that the API client (`placer.controller.transport.client`) needs no numpy or pydantic: `placer run`
 starts its first LISTs before it imports the engine, and the server prepares them meanwhile.
 """
 

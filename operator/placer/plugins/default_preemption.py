@@ -2,17 +2,30 @@
 plugin of that name (a PostFilter, listed in a profile's `postFilters`; the default).
 
 1. A pod with `preemptionPolicy: Never` never preempts ("not eligible due to preemptionPolicy=Never.");
-   nor does a pod whose nominated node still has a lower-priority pod terminating (its earlier
-   victims are on their way out).
+   nor does a pod whose nominated node still has a lower-priority pod terminating because a
+   scheduler preempted it (deleting, with the `DisruptionTarget` condition of reason
+   `PreemptionByScheduler`: its earlier victims are on their way out; another pod terminating
+   does not hold it back, as in kube-scheduler v1.36).
 2. Candidates: only nodes whose rejection evicting pods may undo (resources, host ports, pod
    anti-affinity, spread skew, volume conflicts and limits — not taints, node affinity, a missing
-   claim, ...), in node order, until `max(nodes x minCandidateNodesPercentage / 100,
-   minCandidateNodesAbsolute)` candidates are found, one of them violating no budget.
+   claim, ...), in node-tree order from the first node, until `max(nodes x
+   minCandidateNodesPercentage / 100, minCandidateNodesAbsolute)` candidates are found, one of them
+   violating no budget. (kube-scheduler starts at a random offset into that list and dry-runs 16
+   nodes at a time, so which candidates it finds varies from run to run; Placer always starts at
+   the first node and goes one node after another: the same cluster gives the same decision,
+   one of those kube-scheduler may give.)
 3. On each: remove every pod of lower priority; if the pod still does not fit, no candidate. Else
    re-add them one by one, most important first (priority, then earlier start) — those whose
    PodDisruptionBudget would be violated first, so they are spared first — keeping each that
    still lets the pod fit: the rest are the victims. Pods nominated to the node with the pod's
    priority or more count as if there (their room is held for them).
+   This dry run works on the columns, not by running every filter per node per victim: the
+   resolvable filters say what a node lacks and what each pod frees as arithmetic
+   (`EvictionTerms`; NodeResourcesFit and NodePorts), so the nodes where even evicting every
+   lower pod cannot help are told apart over all candidates at once (what the lower pods hold is
+   kept per priority, `RoomByPriority`), and the put-backs of a batch of nodes are weighed
+   together; filters without such terms (inter-pod affinity, spreading, volumes) are asked node by
+   node. The victims are those of kube's algorithm (a test runs it literally against this one).
 4. The node: fewest budget violations, then the lowest highest-victim priority, the smallest sum of
    victim priorities, the fewest victims, the latest start among the highest-priority victims,
    then node order (kube picks at random among full ties; Placer stays deterministic).
@@ -42,10 +55,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import ClassVar
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.framework import (
+    EvictionCheck,
     PluginArgs,
     PostFilterContext,
     PostFilterPlugin,
@@ -54,6 +69,7 @@ from placer.engine.framework import (
 )
 from placer.engine.kinds import DisruptionBudget
 from placer.engine.objects import PodInfo
+from placer.engine.priority_room import RoomByPriority
 
 __all__ = ["DefaultPreemption", "DefaultPreemptionArgs"]
 
@@ -61,6 +77,7 @@ NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
+_MORE = 16  # nodes examined at a time past the wanted count, while every candidate found violates a budget
 
 
 class DefaultPreemptionArgs(PluginArgs):
@@ -155,11 +172,12 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         held = cluster.nominated.get(pod.key)
         node = held[1] if held is not None else pod.nominated_node
         slot = cluster.index.get(node) if node else None
-        if slot is None or slot not in set(context.candidates.tolist()):
+        if slot is None or not (context.candidates == slot).any():
             return None  # no nomination, or preemption can no longer help there: try again
         for record in cluster.pods_on(node):
-            if record.pod.deleting and record.pod.priority < pod.priority:
-                return TERMINATING
+            victim = record.pod
+            if victim.deleting and victim.preempted and victim.priority < pod.priority:
+                return TERMINATING  # kube's podTerminatingByPreemption: a victim on its way out
         return None
 
     def clears_nomination(self, message: str) -> bool:
@@ -172,24 +190,22 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         why = self._ineligible(pod, cluster, context)
         if why is not None:
             return f"preemption: {why}"
-        statuses: Counter[str] = Counter()
-        statuses[NOT_HELPFUL] = context.all_nodes - len(context.candidates)
+        candidates = context.candidates
+        if not len(candidates):  # no node where evicting pods could help: nothing to dry-run
+            message = fit_error_message(context.all_nodes, Counter({NOT_HELPFUL: context.all_nodes}))
+            return f"preemption: {message}"
         budgets = [b for _, _, b in cluster.catalog.items("PodDisruptionBudget")]
-        wanted = self._wanted(len(context.candidates))
-        found: list[_Candidate] = []
-        fine = 0
-        for order, slot in enumerate(context.candidates.tolist()):
-            node = cluster.names[slot]
-            outcome = self._select_victims(pod, cluster, context, int(slot), node, budgets)
-            if isinstance(outcome, list):
-                statuses.update(outcome)
-                continue
-            victims, violations = outcome
-            found.append(_Candidate(node, order, victims, violations))
-            fine += violations == 0
-            if fine and len(found) >= wanted:
-                break
+        if context.evictions is not None:
+            check = context.evictions()
+        else:  # the filters node by node only
+            check = EvictionCheck(candidates, np.ones(len(candidates), dtype=bool), node_fits=context.fits)
+        lower = cluster.tracker(RoomByPriority).count_below(pod.priority, candidates)
+        found = self._dry_run(pod, cluster, check, lower, budgets, self._wanted(len(candidates)))
         if not found:
+            statuses: Counter[str] = Counter()
+            statuses[NOT_HELPFUL] = context.all_nodes - len(candidates)
+            for position, slot in enumerate(candidates.tolist()):
+                statuses.update(self._failure(pod, cluster, context, slot, int(lower[position])))
             return f"preemption: {fit_error_message(context.all_nodes, +statuses)}"
         best = pick_one(found)
         displaced = tuple(
@@ -198,35 +214,128 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         )
         return Preemption(best.node, tuple(best.victims), displaced)
 
+    def _dry_run(
+        self,
+        pod: PodInfo,
+        cluster: ClusterState,
+        check: EvictionCheck,
+        lower: np.ndarray,
+        budgets: Sequence[DisruptionBudget],
+        wanted: int,
+    ) -> list[_Candidate]:
+        """kube's DryRunPreemption, one node after another from the first candidate: the candidates
+        found until `wanted` of them are, one of them violating no budget. The nodes where evicting
+        every lower pod cannot help are told apart on the columns first (`EvictionCheck`), so only
+        the others' pods are visited, a batch of nodes at a time."""
+        viable = (lower > 0) & check.passes
+        freed = check.frees_below(pod.priority)
+        if freed is not None:
+            viable &= check.covered(slice(None), freed)
+        positions = np.flatnonzero(viable)
+        found: list[_Candidate] = []
+        fine = 0
+        start = 0
+        while start < len(positions):
+            size = max(wanted - len(found), _MORE)
+            batch = positions[start : start + size]
+            start += len(batch)
+            for candidate in self._select_victims(pod, cluster, check, batch, budgets, checked=freed is not None):
+                if candidate is None:
+                    continue
+                found.append(candidate)
+                fine += candidate.violations == 0
+                if fine and len(found) >= wanted:
+                    return found
+        return found
+
+    @staticmethod
+    def _failure(pod: PodInfo, cluster: ClusterState, context: PostFilterContext, slot: int, lower: int) -> list[str]:
+        """A candidate node's status when no candidate was found (kube's NodeToStatus of the dry run):
+        no lower pod there, or the reasons of the first filter that still rejects the pod with them
+        all gone."""
+        if not lower:
+            return [NO_VICTIMS]
+        potential = [record for record in cluster.pods_on(cluster.names[slot]) if record.pod.priority < pod.priority]
+        return context.check(slot, potential) or [NO_VICTIMS]
+
     @staticmethod
     def _select_victims(
         pod: PodInfo,
         cluster: ClusterState,
-        context: PostFilterContext,
-        slot: int,
-        node: str,
+        check: EvictionCheck,
+        positions: np.ndarray,
         budgets: Sequence[DisruptionBudget],
-    ) -> tuple[list[PodInfo], int] | list[str]:
-        """kube's `SelectVictimsOnNode`: (victims, how many violate a budget), or the node's reasons."""
-        potential = sorted(
-            (record for record in cluster.pods_on(node) if record.pod.priority < pod.priority),
-            key=lambda record: importance(record.pod),
-        )
-        if not potential:
-            return [NO_VICTIMS]
-        if not context.fits(slot, potential):
-            return context.check(slot, potential) or [NO_VICTIMS]
-        violating, fine = split_by_budgets(potential, budgets)
-        removed = list(potential)
-        victims: list[PodRecord] = []
-        violations = 0
-        for group, counts in ((violating, True), (fine, False)):
-            for record in group:
-                removed.remove(record)
-                if context.fits(slot, removed):
-                    continue  # reprieved: the pod fits with it still there
-                removed.append(record)
-                victims.append(record)
-                violations += counts
-        ordered = sorted((record.pod for record in victims), key=importance)
-        return ordered, violations
+        checked: bool,
+    ) -> list[_Candidate | None]:
+        """kube's `SelectVictimsOnNode` on the candidates at `positions` together: every lower pod
+        gone, the pod must fit (unless `checked` already); then the pods are put back one at a
+        time, most important first (those a budget protects before the others), each kept where
+        the pod still fits: the rest are the victims. None for a node where it cannot fit."""
+        width = check.width
+        lists: list[list[PodRecord]] = []
+        protected: list[int] = []  # per node: how many of its list a budget protects (they come first)
+        rows: list[int] = []
+        for slot in check.slots[positions].tolist():
+            potential = sorted(
+                (record for record in cluster.pods_on(cluster.names[slot]) if record.pod.priority < pod.priority),
+                key=lambda record: importance(record.pod),
+            )
+            violating, fine = split_by_budgets(potential, budgets)
+            ordered = violating + fine
+            lists.append(ordered)
+            protected.append(len(violating))
+            for record in ordered:
+                rows.extend(check.frees(record.pod))
+        lengths = np.fromiter((len(ordered) for ordered in lists), dtype=np.int64, count=len(lists))
+        frees = np.asarray(rows, dtype=np.int64).reshape(int(lengths.sum()), width)
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        removed = np.zeros((len(lists), width), dtype=np.int64)  # every lower pod gone: what they free
+        np.add.at(removed, np.repeat(np.arange(len(lists)), lengths), frees)
+        fits = lengths > 0
+        if not checked:
+            fits &= check.covered(positions, removed)
+        node_fits = check.node_fits
+        if node_fits is not None:
+            for i in np.flatnonzero(fits).tolist():
+                fits[i] = node_fits(int(check.slots[positions[i]]), lists[i])
+        kept = np.zeros(len(frees), dtype=bool)  # reprieved
+        if node_fits is None:
+            # the put-backs of all nodes at once, step by step: the j-th pod of every node with one
+            for j in range(int(lengths.max(initial=0))):
+                nodes = np.flatnonzero(fits & (lengths > j))
+                if not nodes.size:
+                    break
+                index = starts[nodes] + j
+                trial = removed[nodes] - frees[index]
+                still = check.covered(positions[nodes], trial)
+                removed[nodes[still]] = trial[still]
+                kept[index[still]] = True
+        else:
+            for i in np.flatnonzero(fits).tolist():
+                slot = int(check.slots[positions[i]])
+                gone = list(lists[i])
+                for j, record in enumerate(lists[i]):
+                    trial = removed[i] - frees[starts[i] + j]
+                    gone.remove(record)
+                    if check.covered(positions[i : i + 1], trial[None])[0] and node_fits(slot, gone):
+                        removed[i] = trial
+                        kept[starts[i] + j] = True
+                    else:
+                        gone.append(record)
+        outcomes: list[_Candidate | None] = []
+        reprieved = kept.tolist()
+        for i, ordered in enumerate(lists):
+            if not fits[i]:
+                outcomes.append(None)
+                continue
+            base = int(starts[i])
+            victims = [record.pod for j, record in enumerate(ordered) if not reprieved[base + j]]
+            if not victims:
+                # kube's "expected at least one victim pod on node": the pod fits with all of them
+                outcomes.append(None)
+                continue
+            violations = sum(1 for j in range(protected[i]) if not reprieved[base + j])
+            victims.sort(key=importance)
+            outcomes.append(_Candidate(cluster.names[int(check.slots[positions[i]])], int(positions[i]), victims,
+                                       violations))
+        return outcomes

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from placer.engine.cluster import ClusterState
 from placer.engine.parsing import parse_pod
-from placer.engine.profile import Profile, ProfileError, compile_profile
+from placer.engine.profile import DEFAULT_FILTERS, Profile, ProfileError, compile_profile
 from placer.engine.runtime import Decision, Scheduler
 from placer.plugins.default_preemption import (
     DefaultPreemption,
@@ -60,11 +60,16 @@ def kpod(
     policy: str | None = None,
     nominated: str | None = None,
     class_name: str | None = None,
+    preempted: bool = False,
     **extra: Any,
 ) -> Obj:
     """A pod with kube's test knobs: `start` (status.startTime, as epoch(n)), `policy`
-    (spec.preemptionPolicy), `nominated` (status.nominatedNodeName), `class_name`."""
+    (spec.preemptionPolicy), `nominated` (status.nominatedNodeName), `class_name`, `preempted`
+    (kube's DisruptionTarget condition of a scheduler's victim)."""
     obj = pod(name, cpu, priority=priority, node_name=node_name, **extra)
+    if preempted:
+        obj["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "PreemptionByScheduler"}]
     if start is not None:
         obj["status"]["startTime"] = epoch(start)
     if policy is not None:
@@ -723,6 +728,21 @@ def test_min_candidate_nodes_stop_the_search_early() -> None:
     assert nominated(absolute) == ("node4", ["p4"])
 
 
+def test_every_cycle_starts_the_search_at_the_first_node() -> None:
+    """kube's "preemption offset across multiple scheduling cycles and wrap around": kube starts each
+    dry run at a random offset (its test seeds it: node5+node1, node2+node3, node4+node5); Placer at
+    the first candidate in node-tree order every time, whatever the cycles before, so three
+    preemptors in a row (nothing evicted between them) find node1 and node2, and all tie: node1."""
+    nodes = [knode(f"node{i}") for i in range(1, 6)]
+    pods = [kpod(f"p{i}", MID, LARGE, node_name=f"node{i}") for i in range(1, 6)]
+    cluster = cluster_of(nodes, pods)
+    limited = profile(args={"minCandidateNodesPercentage": 40, "minCandidateNodesAbsolute": 1})
+    scheduler = Scheduler()
+    for name in ("tp1", "tp2", "tp3"):
+        decision = scheduler.schedule(parse_pod(kpod(name, HIGH, LARGE)), limited, cluster)
+        assert nominated(decision) == ("node1", ["p1"]), name
+
+
 def test_nodes_without_victims_do_not_count_as_candidates() -> None:
     """kube's "some nodes are not possible candidates": node2 and node5 hold pods above the
     preemptor; the 2 wanted candidates are node1 and node3, and node4 (the best) is never examined."""
@@ -836,7 +856,7 @@ TERMINATING = "preemption: not eligible due to a terminating pod on the nominate
 
 
 def test_terminating_lower_pod_on_the_nominated_node_waits() -> None:
-    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True)]
+    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True, preempted=True)]
     nodes = [node("node1", cpu="1"), node("node2", cpu="1")]
     pods.append(kpod("p2", LOW, "1", node_name="node2"))
     decision = run(kpod("p", HIGH, "1", nominated="node1"), nodes, pods)
@@ -852,7 +872,7 @@ def test_terminating_lower_pod_on_the_nominated_node_waits() -> None:
 
 
 def test_terminating_pod_of_higher_priority_does_not_block() -> None:
-    pods = [kpod("p1", VERY_HIGH, "500m", node_name="node1", deleting=True),
+    pods = [kpod("p1", VERY_HIGH, "500m", node_name="node1", deleting=True, preempted=True),
             kpod("p2", LOW, "500m", node_name="node1")]
     decision = run(kpod("p", HIGH, "500m", nominated="node1"), [node("node1", cpu="1")], pods)
     assert nominated(decision) == ("node1", ["p2"])
@@ -861,10 +881,44 @@ def test_terminating_pod_of_higher_priority_does_not_block() -> None:
 def test_nominated_node_rejected_unresolvably_does_not_block() -> None:
     """kube: "If the pod's nominated node is considered as UnschedulableAndUnresolvable by the
     filters, then the pod should be considered for preempting again"."""
-    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True), kpod("p2", LOW, "1", node_name="node2")]
+    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True, preempted=True),
+            kpod("p2", LOW, "1", node_name="node2")]
     nodes = [node("node1", cpu="1", unschedulable=True), node("node2", cpu="1")]
     decision = run(kpod("p", HIGH, "1", nominated="node1"), nodes, pods, filters=None)
     assert nominated(decision) == ("node2", ["p2"])
+
+
+@pytest.mark.parametrize(
+    ("condition", "blocks"),
+    [
+        (None, False),  # kube's "non-victim Pods terminating"
+        ({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}, True),
+        ({"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}, False),
+        ({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}, False),
+        ({"type": "Ready", "status": "True", "reason": "PreemptionByScheduler"}, False),
+    ],
+)
+def test_only_a_preemption_victim_terminating_blocks(condition: Obj | None, blocks: bool) -> None:
+    """kube v1.36's podTerminatingByPreemption (TestPodEligibleToPreemptOthers): a terminating pod
+    on the nominated node holds the preemptor back only if it is a scheduler's victim (its first
+    DisruptionTarget condition True, reason PreemptionByScheduler); any other terminating pod, the
+    preemptor preempts again (the terminating pod may well be its victim)."""
+    terminating = kpod("p1", LOW, "1", node_name="node1", deleting=True)
+    if condition is not None:
+        terminating["status"]["conditions"] = [condition]
+    nodes = [node("node1", cpu="1"), node("node2", cpu="1")]
+    pods = [terminating, kpod("p2", LOW, "1", node_name="node2")]
+    decision = run(kpod("p", HIGH, "1", nominated="node1"), nodes, pods)
+    if blocks:
+        assert refused(decision) == TERMINATING
+    else:
+        assert nominated(decision) == ("node1", ["p1"])
+
+
+def test_a_pod_without_nomination_is_eligible_whatever_terminates() -> None:
+    """kube's "Pod without nominated node": no nomination, nothing to wait for."""
+    pods = [kpod("p1", LOW, "1", node_name="node1", deleting=True, preempted=True)]
+    assert nominated(run(kpod("p", HIGH, "1"), [node("node1", cpu="1")], pods)) == ("node1", ["p1"])
 
 
 # ----------------------------------------------------------------------------- nominations
@@ -963,14 +1017,17 @@ ANTI_X = {"requiredDuringSchedulingIgnoredDuringExecution": [affinity_term(match
 
 
 @st.composite
-def random_pod(draw: st.DrawFn, name: str, node_name: str | None, priorities: Sequence[int] = (0, 1, 2, 3)) -> Obj:
+def random_pod(
+    draw: st.DrawFn, name: str, node_name: str | None, priorities: Sequence[int] = (0, 1, 2, 3),
+    cpus: tuple[int, int] = (1, 12),
+) -> Obj:
     extra: Obj = {}
     if draw(st.integers(0, 3)) == 0:
         extra["host_ports"] = [8080]
     if draw(st.integers(0, 4)) == 0:
         extra["pod_anti_affinity"] = ANTI_X
     app = draw(st.sampled_from((None, *APPS)))
-    return kpod(name, draw(st.sampled_from(priorities)), f"{draw(st.integers(1, 12)) * 100}m", node_name,
+    return kpod(name, draw(st.sampled_from(priorities)), f"{draw(st.integers(*cpus)) * 100}m", node_name,
                 start=draw(st.integers(0, 5)), labels={"app": app} if app else None, **extra)
 
 
@@ -1045,3 +1102,106 @@ def test_preemption_victims_make_room_and_are_needed(scenario: tuple[list[Obj], 
     for spared in gone:
         with cluster.without([r for r in gone if r is not spared]):
             assert not fits_on(preemptor_obj, cluster, chosen), spared.pod.key
+
+
+# ----------------------------------------------------------------------------- kube's algorithm, literally
+
+
+def kube_preemption(preemptor: Obj, cluster: ClusterState, args: DefaultPreemptionArgs) -> tuple[str, list[str]] | None:
+    """kube's findCandidates, DryRunPreemption (one node at a time from offset 0, Placer's start),
+    SelectVictimsOnNode and pickOneNodeForPreemption as kube's code reads, each fit asked of the whole
+    profile's filters with the pods gone (`fits_on`), not of the columns: the oracle the dry run on
+    the columns must agree with. (node, victims most important first), or None."""
+    info = parse_pod(preemptor)
+    _, _, resolvable = Scheduler._failure_reasons(info, NO_PREEMPTION, cluster)
+    order = cluster.scan_order()
+    candidates = order[resolvable[order]].tolist()
+    wanted = DefaultPreemption(args)._wanted(len(candidates))
+    budgets = [b for _, _, b in cluster.catalog.items("PodDisruptionBudget")]
+    found: list[tuple[int, str, list[Any], int]] = []
+    for position, slot in enumerate(candidates):
+        name = cluster.names[slot]
+        potential = sorted((r for r in cluster.pods_on(name) if r.pod.priority < info.priority),
+                           key=lambda r: (-r.pod.priority, r.pod.start_time or float("inf"), r.pod.key))
+        if not potential:
+            continue
+        with cluster.without(potential):
+            if not fits_on(preemptor, cluster, name):
+                continue
+        violating, fine = split_by_budgets(potential, budgets)
+        gone = list(potential)
+        victims, violations = [], 0
+        for group, counts in ((violating, 1), (fine, 0)):
+            for record in group:
+                gone.remove(record)
+                with cluster.without(gone):
+                    if fits_on(preemptor, cluster, name):
+                        continue
+                gone.append(record)
+                victims.append(record.pod)
+                violations += counts
+        if not victims:
+            continue
+        victims.sort(key=lambda p: (-p.priority, p.start_time or float("inf"), p.key))
+        found.append((position, name, victims, violations))
+        if sum(1 for *_, v in found if v == 0) and len(found) >= wanted:
+            break
+    if not found:
+        return None
+
+    def earliest(victims: list[Any]) -> float:
+        top = max(v.priority for v in victims)
+        return min(v.start_time or float("inf") for v in victims if v.priority == top)
+
+    position, name, victims, _ = min(found, key=lambda c: (
+        c[3], c[2][0].priority, sum(v.priority + 2**31 for v in c[2]), len(c[2]), -earliest(c[2]), c[0]))
+    return name, [v.name for v in victims]
+
+
+@st.composite
+def wide_scenarios(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], Obj, list[Obj], DefaultPreemptionArgs]:
+    """Up to 8 nodes in two zones, pods of several priorities (some under a budget), and args small
+    enough that the search stops before the last node."""
+    zone = "topology.kubernetes.io/zone"
+    count = draw(st.integers(1, 8))
+    nodes = [node(f"n{i}", cpu=f"{draw(st.integers(5, 20)) * 100}m", pods=str(draw(st.integers(2, 6))),
+                  labels={zone: f"z{i % 2}"}) for i in range(count)]
+    room = {f"n{i}": [int(n["status"]["allocatable"]["cpu"][:-1]), int(n["status"]["allocatable"]["pods"])]
+            for i, n in enumerate(nodes)}
+    bound = []
+    for i in range(draw(st.integers(4, 32))):
+        target = f"n{draw(st.integers(0, count - 1))}"
+        obj = draw(random_pod(f"b{i}", target, cpus=(1, 6)))
+        cpu = int(obj["spec"]["containers"][0]["resources"]["requests"]["cpu"][:-1])
+        if cpu <= room[target][0] and room[target][1] > 0:
+            room[target][0] -= cpu
+            room[target][1] -= 1
+            bound.append(obj)
+    budgets = [pdb("budget-x", {"app": "x"}, draw(st.integers(0, 2)))] if draw(st.booleans()) else []
+    args = DefaultPreemptionArgs(minCandidateNodesPercentage=draw(st.sampled_from((0, 10, 40, 100))),
+                                 minCandidateNodesAbsolute=draw(st.sampled_from((1, 2, 3, 100))))
+    preemptor = draw(random_pod("preemptor", None, (2, 3, 3, 4), cpus=(4, 12)))
+    return nodes, bound, preemptor, budgets, args
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=wide_scenarios())
+def test_the_dry_run_on_the_columns_is_kubes(
+    scenario: tuple[list[Obj], list[Obj], Obj, list[Obj], DefaultPreemptionArgs],
+) -> None:
+    """The nominated node and victims are those of kube's algorithm run literally (every fit asked
+    of all the default profile's filters with the pods gone): host ports and resources on the
+    columns (`EvictionTerms`), anti-affinity node by node, budgets, and the search stopped early."""
+    nodes, bound, preemptor_obj, budgets, args = scenario
+    cluster = cluster_of(nodes, bound, objects=budgets)
+    filters = [{"name": f["name"]} for f in DEFAULT_FILTERS]
+    spec = {"schedulerName": "placer", "filters": filters, "scores": [],
+            "postFilters": [{"name": "DefaultPreemption", "args": args.model_dump()}]}
+    decision = Scheduler().schedule(parse_pod(preemptor_obj), compile_profile("args", spec), cluster)
+    if decision.node is not None:
+        return
+    expected = kube_preemption(preemptor_obj, cluster, args)
+    got = None if decision.preemption is None else (
+        decision.preemption.node, [v.name for v in decision.preemption.victims])
+    event("preempting" if got else "refused")
+    assert got == expected

@@ -27,19 +27,31 @@ Per node (kube's Filter), both UnschedulableAndUnresolvable (preemption cannot h
   available on the node";
 - the unallocated claims must be allocatable together from the devices the node reaches
   (`placer.engine.allocator`: classes' and requests' CEL selectors, `count`, `allocationMode: All`,
-  `matchAttribute` constraints, `firstAvailable` alternatives, device taints and the requests'
-  tolerations, devices other claims hold or this scheduler assumed unavailable) — "cannot allocate
-  all claims" ("invalid resource pools were encountered" when a reachable pool is invalid).
+  `matchAttribute` and `distinctAttribute` constraints, `firstAvailable` alternatives, device taints
+  and the requests' tolerations, devices other claims hold or this scheduler assumed unavailable,
+  shares of devices with `allowMultipleAllocations` within their capacity) — "cannot allocate all
+  claims" ("invalid resource pools were encountered" when a reachable pool is invalid);
+- an allocated claim whose devices' binding failed (a failure condition True in `status.devices`)
+  or timed out (600 s after `allocationTimestamp`, its binding conditions not all True) — "resourceclaim
+  not available on the node", on every node: PostFilter then deallocates it.
 
 Score (kube's): a node where a `firstAvailable` request gets an earlier alternative is better
 (8 - index per request), normalised by the maximum.
 
 Reserve: the devices chosen on the node are assumed in the catalog — the claim shows the allocation
-(and kube's finalizer), marked in flight — so the next pod never gets them; Unreserve restores the
-claim. PreBind (the operator, before binding the pod): the finalizer
-`resource.kubernetes.io/delete-protection`, then `status.allocation` and `status.reservedFor`
-(the pod), each with a precondition, both undone if the binding fails (`pre_bind`, `prebind_writes`).
-`placer simulate` lists the devices each placement allocates (`DeviceReservation.as_json`).
+(and kube's finalizer), marked in flight — so the next pod never gets them (nor the capacity its
+shares consume: each share gets a fresh `shareID` here); Unreserve restores the claim. PreBind (the
+operator, before binding the pod; kube's PreBindPreFlight says yes for any pod with claims, so the
+binding cycle sets the pod's nominatedNodeName first): the finalizer
+`resource.kubernetes.io/delete-protection`, then `status.allocation` (with `allocationTimestamp`)
+and `status.reservedFor` (the pod), each with a precondition, undone if the binding fails — an
+allocation with binding conditions excepted, as kube's Unreserve leaves it (`pre_bind`,
+`prebind_writes`). When a device of the pod's claims has binding conditions, PreBind then posts
+kube's Normal event `BindingConditionsPending` ("waiting for binding conditions for device on node
+N") and waits until the driver reports them all True: a failure condition True fails it with
+`device binding failed: claim=C, reason=R, message="M"`, 600 s after the allocation's
+`allocationTimestamp` with `device binding timeout: claim=C` (`_bound`). `placer simulate` lists the
+devices each placement allocates, a share's capacity used and left (`DeviceReservation.as_json`).
 
 Extended resources backed by a DeviceClass (kube v1.36's DRAExtendedResource,
 `placer.engine.extended_resources`): a pod's `example.com/gpu: 1` that a class names in
@@ -52,8 +64,9 @@ and reservation, then the pod's `status.extendedResourceClaimStatus` (`extended_
 the claim deleted — if the binding fails.
 
 PostFilter (no node fits; kube runs it before DefaultPreemption, and so does the default profile):
-an allocated claim of the pod whose `allocation.nodeSelector` rejected a node that every filter
-before this one passed, reserved for nobody or only for this pod, is deallocated — a status update
+an allocated claim of the pod that is unavailable on a node every filter before this one passed (its
+`allocation.nodeSelector` rejects the node, or its binding failed or timed out), reserved for nobody
+or only for this pod, is deallocated — a status update
 clearing `allocation`, `reservedFor` and `devices`, with the claim's resourceVersion as
 precondition — "deallocation of ResourceClaim completed"; else a special claim of the pod's backed
 extended resources left by an earlier attempt is deleted (its finalizer removed first) —
@@ -75,8 +88,9 @@ pending allocation the same way (kube's group cycle does, whatever the gate): th
 first join `reservedFor` once the first member's allocation has landed. If a binding fails, a
 PodGroup's reservation stays (kube's Unreserve leaves it: other members may use the claim).
 
-Not modelled: binding conditions, consumable capacity, kube's PostFilter taking a PodGroup out of
-its claims' `reservedFor` when none of its pods is scheduled (the group decision runs no PostFilter).
+Not modelled: kube's PostFilter taking a PodGroup out of its claims' `reservedFor` when none of its
+pods is scheduled (the group decision runs no PostFilter); kube's `bindingTimeout` and
+`filterTimeout` args (the binding timeout is kube's default, 600 s).
 
 Args: none.
 
@@ -92,8 +106,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import time
+import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -103,6 +120,7 @@ from placer.engine.allocator import (
     AllocationError,
     AllocationResult,
     Allocator,
+    DeviceID,
     InvalidPools,
     single_request_result,
 )
@@ -119,6 +137,7 @@ from placer.engine.devices import (
     DeviceClassInfo,
     DeviceResult,
     ResourceClaimInfo,
+    StatusCondition,
     SubRequest,
 )
 from placer.engine.extended_resources import (
@@ -131,24 +150,30 @@ from placer.engine.extended_resources import (
     special_claim,
 )
 from placer.engine.framework import (
+    BATCH_NONE,
     JSON_PATCH,
+    UNSIGNABLE,
     ClusterEvent,
     FilterPlugin,
     NoArgs,
+    Notice,
     ObjectRef,
     PostFilterContext,
     PostFilterPlugin,
     PostFilterWrites,
     PreBind,
+    PreBindError,
     PreBindPlugin,
     ReservePlugin,
     ScorePlugin,
+    WaitFor,
     Write,
     default_normalize,
 )
 from placer.engine.groups import POD_GROUP_KIND, GroupRef, PodGroupInfo, group_of, lookup
 from placer.engine.node_selectors import term_mask
 from placer.engine.objects import PodInfo
+from placer.engine.quantity import Quantity
 
 __all__ = [
     "CANNOT_ALLOCATE",
@@ -156,7 +181,9 @@ __all__ = [
     "ClaimReservation",
     "DeviceReservation",
     "DynamicResources",
+    "capacity_usage",
     "claim_object",
+    "claimed_devices",
     "deallocation_writes",
     "deletion_writes",
     "extended_writes",
@@ -178,6 +205,92 @@ STILL_UNSCHEDULABLE = "still not schedulable"
 # a node's code, and its reason
 REASONS = {1: NOT_AVAILABLE, 2: CANNOT_ALLOCATE, 3: INVALID_POOLS, 4: CANNOT_FIT, 5: STALE_EXTENDED}
 UNSERVED_API = "resource.k8s.io/v1"
+#: kube's DynamicResourcesArgs.bindingTimeout default: how long after `allocationTimestamp` a pod may
+#: wait for its devices' binding conditions
+BINDING_TIMEOUT = 600.0
+BINDING_PENDING = "BindingConditionsPending"  # kube's event reason while PreBind waits for them
+
+
+# ------------------------------------------------------------------------------------ binding conditions
+
+
+def _go_quote(text: str) -> str:
+    """Go's `%q` of a string (strconv.Quote), as kube's binding failure message quotes the condition's."""
+    escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b",
+               "\f": "\\f", "\v": "\\v"}
+    out = []
+    for char in text:
+        if char in escapes:
+            out.append(escapes[char])
+        elif char.isprintable():
+            out.append(char)
+        elif ord(char) < 0x80:
+            out.append(f"\\x{ord(char):02x}")
+        elif ord(char) <= 0xFFFF:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def binding_state(claim: ResourceClaimInfo) -> tuple[bool, StatusCondition | None]:
+    """kube's `isClaimReadyForBinding`: (ready, the failure condition that is True). Ready when the
+    claim is allocated and, for each device with binding conditions, the driver reports every one of
+    them True in `status.devices` (in device order: the first device without a status, or with a
+    condition not True yet, makes it not ready; a True failure condition fails it)."""
+    allocation = claim.allocation
+    if allocation is None:
+        return False, None
+    for result in allocation.results:
+        if not result.binding_conditions:
+            continue
+        status = claim.device_status(result)
+        if status is None:
+            return False, None
+        for kind in result.binding_failure_conditions:
+            condition = status.condition(kind)
+            if condition is not None and condition.status == "True":
+                return False, condition
+        for kind in result.binding_conditions:
+            condition = status.condition(kind)
+            if condition is None or condition.status != "True":
+                return False, None
+    return True, None
+
+
+def binding_deadline(claim: ResourceClaimInfo) -> float | None:
+    """When waiting for the claim's binding conditions times out (kube's `isClaimTimeout`: its
+    `allocationTimestamp` plus the binding timeout), None when it cannot."""
+    allocation = claim.allocation
+    if allocation is None or allocation.timestamp is None or not allocation.binding_conditions:
+        return None
+    return allocation.timestamp + BINDING_TIMEOUT
+
+
+def binding_failed(claim: ResourceClaimInfo, condition: StatusCondition) -> str:
+    """kube's ErrDeviceBindingFailed message for a claim whose failure condition is True."""
+    return (f"device binding failed: claim={claim.name}, reason={condition.reason}, "
+            f"message={_go_quote(condition.message)}")
+
+
+def binding_problem(claim: ResourceClaimInfo, now: float) -> bool:
+    """Whether kube's Filter takes the claim as unavailable: a binding failure condition is True, or
+    its binding conditions timed out (PostFilter then deallocates it)."""
+    ready, failed = binding_state(claim)
+    if failed is not None:
+        return True
+    deadline = binding_deadline(claim)
+    return not ready and deadline is not None and deadline < now
+
+
+def _rfc3339(seconds: float) -> str:
+    """A `metav1.Time` as the API writes it (seconds, UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _new_share_id() -> str:
+    """A fresh share ID (kube's `uuid.NewUUID`: any UUID the API server validates)."""
+    return str(uuid.uuid4())
 
 
 # ------------------------------------------------------------------------------------ reservations
@@ -204,25 +317,60 @@ class ClaimReservation:
         return self.claim.key
 
 
+CapacityUsage = Mapping[str, tuple[Quantity, Quantity]]  # capacity name -> (used, left)
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceReservation:
     """What DynamicResources reserved for a pod on its node (kube's per-pod state from Reserve to
-    PreBind): every claim to allocate or to reserve, in the pod's order."""
+    PreBind): every claim to allocate or to reserve, in the pod's order; and, for the shared devices
+    it takes a share of, their capacity used (with its share, and every other allocated or in-flight
+    one) and left."""
 
     node: str
     pod: str  # NS/NAME
     claims: tuple[ClaimReservation, ...] = ()
+    usage: Mapping[DeviceID, CapacityUsage] = field(default_factory=dict)
 
     def as_json(self) -> list[dict[str, Any]]:
-        """`placer simulate`'s `devices`: the devices this placement allocated, claim by claim."""
+        """`placer simulate`'s `devices`: the devices this placement allocated, claim by claim (API.md
+        §4): a share adds its `consumedCapacity`, `shareID` and the device's `capacity` used and left;
+        a device with binding conditions adds them."""
         out = []
         for claim in self.claims:
             if claim.allocation is None or claim.shared:
                 continue
             for result in claim.allocation.get("devices", {}).get("results", []):
-                out.append({"claim": claim.key, "request": result["request"], "driver": result["driver"],
-                            "pool": result["pool"], "device": result["device"]})
+                entry = {"claim": claim.key, "request": result["request"], "driver": result["driver"],
+                         "pool": result["pool"], "device": result["device"]}
+                for key in ("consumedCapacity", "shareID", "bindingConditions", "bindingFailureConditions"):
+                    if key in result:
+                        entry[key] = result[key]
+                usage = self.usage.get((result["driver"], result["pool"], result["device"]))
+                if "shareID" in result and usage:
+                    entry["capacity"] = usage_json(usage)
+                out.append(entry)
         return out
+
+
+def usage_json(usage: CapacityUsage) -> dict[str, dict[str, str]]:
+    """A shared device's capacity as simulate and explain print it: `{NAME: {used, left}}`."""
+    return {name: {"used": str(used), "left": str(left)} for name, (used, left) in sorted(usage.items())}
+
+
+def capacity_usage(index: DeviceIndex, device_id: DeviceID) -> dict[str, tuple[Quantity, Quantity]]:
+    """A shared device's capacities: what its allocated and in-flight shares consume, and what is
+    left (in the capacity's own format); empty when the device is not known."""
+    device = index.device(*device_id)
+    if device is None:
+        return {}
+    used = index.capacity.get(device_id, {})
+    out = {}
+    for name, capacity in device.capacities.items():
+        taken = used.get(name, 0)
+        out[name] = (Quantity(taken, capacity.value.format), Quantity(capacity.value.value - taken,
+                                                                     capacity.value.format))
+    return out
 
 
 def claim_object(claim: ResourceClaimInfo) -> ObjectRef:
@@ -241,7 +389,7 @@ def _allocated_as(raw: Mapping[str, Any], allocation: Mapping[str, Any]) -> bool
         return False
     mine = allocation.get("devices", {}).get("results", [])
     theirs = (current.get("devices") or {}).get("results") or []
-    key = ("request", "driver", "pool", "device")
+    key = ("request", "driver", "pool", "device", "shareID")
     return [tuple(r.get(k) for k in key) for r in theirs] == [tuple(r.get(k) for k in key) for r in mine]
 
 
@@ -257,17 +405,24 @@ def _landed(reservation: ClaimReservation, raw: Mapping[str, Any]) -> bool:
     return reservation.allocation is None or _allocated_as(raw, reservation.allocation)
 
 
+def _with_binding_conditions(allocation: Mapping[str, Any]) -> bool:
+    return any(r.get("bindingConditions") for r in allocation.get("devices", {}).get("results", []))
+
+
 def _undo_status(reservation: ClaimReservation, raw: Mapping[str, Any]) -> Write | None:
     """Take the pod out of `reservedFor`, and the allocation too when we made it and nobody else
     holds the claim (kube's Unreserve removes the reservation; a claim allocated for a pod that was
-    not bound is deallocated at once here rather than by the resourceclaim controller)."""
+    not bound is deallocated at once here rather than by the resourceclaim controller). An
+    allocation with binding conditions stays, as kube's Unreserve leaves it: its devices may be
+    being prepared for the next attempt, and a failed or timed-out one is given back by PostFilter."""
     if not _reserved(raw, reservation.consumer.uid):
         return None
     status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
     others = [r for r in status.get("reservedFor") or [] if not (isinstance(r, Mapping) and
                                                                   r.get("uid") == reservation.consumer.uid)]
     patch: dict[str, Any] = {"reservedFor": others or None}
-    if reservation.allocation is not None and not others and _allocated_as(raw, reservation.allocation):
+    if (reservation.allocation is not None and not others and _allocated_as(raw, reservation.allocation)
+            and not _with_binding_conditions(reservation.allocation)):
         patch["allocation"] = None
     return Write(claim_object(reservation.claim), {"status": patch}, subresource="status",
                  uid=reservation.claim.uid)
@@ -284,8 +439,18 @@ def _undo_finalizer(reservation: ClaimReservation, raw: Mapping[str, Any]) -> Wr
                  uid=reservation.claim.uid)
 
 
-def prebind_writes(reservation: ClaimReservation) -> list[Write]:
-    """The API writes of kube's `bindClaim` for one claim, in order, each undone if the binding fails:
+def _stamped(allocation: Mapping[str, Any], stamp: str | None) -> dict[str, Any]:
+    """The allocation to write, with kube's `allocationTimestamp` (set by its PreBind when the
+    binding-conditions features are on, as they are by default in v1.36)."""
+    out = dict(allocation)
+    if stamp is not None:
+        out["allocationTimestamp"] = stamp
+    return out
+
+
+def prebind_writes(reservation: ClaimReservation, stamp: str | None = None) -> list[Write]:
+    """The API writes of kube's `bindClaim` for one claim, in order, each undone if the binding fails
+    (`stamp`: the `allocationTimestamp` a new allocation is written with):
 
     1. when a new allocation is written and the claim lacks it, the finalizer
        `resource.kubernetes.io/delete-protection` (a merge patch of `metadata.finalizers`, with the
@@ -313,7 +478,7 @@ def prebind_writes(reservation: ClaimReservation) -> list[Write]:
     reserved = [r.as_json() for r in claim.reserved_for] + [reservation.consumer.as_json()]
     status: dict[str, Any] = {"reservedFor": reserved}
     if reservation.allocation is not None:
-        status["allocation"] = dict(reservation.allocation)
+        status["allocation"] = _stamped(reservation.allocation, stamp)
     landed = functools.partial(_landed, reservation)
     # kube's Unreserve leaves a PodGroup's reservation (and so its allocation and finalizer): other
     # members of the group may use the claim, bound or about to be
@@ -367,7 +532,7 @@ def _undo_create(uid: str, raw: Mapping[str, Any]) -> Write | None:
     return Write(target, delete=True, uid=str(meta.get("uid") or ""), tolerate=frozenset({404}))
 
 
-def extended_writes(reservation: ClaimReservation, pod: PodInfo) -> list[Write]:
+def extended_writes(reservation: ClaimReservation, pod: PodInfo, stamp: str | None = None) -> list[Write]:
     """kube's PreBind for the special claim of backed extended resources, in order:
 
     1. create it (POST; a 409 counts as written when the claim there is the pod's — a retry);
@@ -381,7 +546,7 @@ def extended_writes(reservation: ClaimReservation, pod: PodInfo) -> list[Write]:
     assert extended is not None and reservation.allocation is not None
     claim = reservation.claim
     target = claim_object(claim)
-    status = {"allocation": dict(reservation.allocation), "reservedFor": [reservation.consumer.as_json()]}
+    status = {"allocation": _stamped(reservation.allocation, stamp), "reservedFor": [reservation.consumer.as_json()]}
     pod_target = ObjectRef("v1", "Pod", "pods", pod.name, pod.namespace)
     claim_status = {"requestMappings": [dict(m) for m in extended.mappings], "resourceClaimName": claim.name}
     return [
@@ -455,6 +620,9 @@ class _Plan:
     #: claims whose pending allocation an earlier member of the pod's group made: read as allocated
     shared: set[int] = field(default_factory=set)
     group: str = ""  # the pod's group (`_group_id`), "" for a pod of none
+    #: when a claim's binding conditions time out (a node rejection the cluster's changes do not
+    #: bring): the plan holds until then
+    expires: float = math.inf
 
 
 def _pod_group(pod: PodInfo, cluster: ClusterState) -> PodGroupInfo | None:
@@ -566,13 +734,19 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     # profile's filter and score instances. Pods on nodes do not change it (devices are in the
     # catalog), so Reserve, after the pod was assumed, reuses what Filter found.
     _last: ClassVar[tuple[object, object, tuple[int, int], _Plan] | None] = None
+    #: the wall clock binding conditions' timeouts are read against (`allocationTimestamp`)
+    clock: Callable[[], float] = staticmethod(time.time)
+    #: a fresh share ID for each share of a device this scheduler allocates
+    new_share_id: Callable[[], str] = staticmethod(_new_share_id)
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not concern)
 
     # -------------------------------------------------------------- the plan
 
     def _plan(self, pod: PodInfo, cluster: ClusterState) -> _Plan:
         key = (cluster.catalog.revision, cluster.static_version)
         last = DynamicResources._last
-        if last is not None and last[0] is pod and last[1] is cluster and last[2] == key:
+        if (last is not None and last[0] is pod and last[1] is cluster and last[2] == key
+                and (last[3].expires == math.inf or self.clock() <= last[3].expires)):
             return last[3]
         plan = self._compute(pod, cluster)
         DynamicResources._last = (pod, cluster, key, plan)
@@ -611,6 +785,14 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
                     for term in terms:
                         admitted |= term_mask(cluster, term)
                     codes[~admitted] = 1
+                if claim.allocation.binding_conditions:
+                    now = self.clock()
+                    if binding_problem(claim, now):  # failed or timed out: kube's Filter rejects every node
+                        codes[:] = 1
+                    else:
+                        deadline = binding_deadline(claim)
+                        if deadline is not None:
+                            plan.expires = min(plan.expires, deadline)
                 continue
             plan.to_allocate.append(index)
             for request in claim.requests:
@@ -674,6 +856,7 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
             if part.reason is not None:
                 return _Plan(part.reason)
             part.extended = extended
+            plan.expires = min(plan.expires, part.expires)
             if part.codes is not None:
                 codes[mask] = part.codes[mask]
             plan.first_available |= part.first_available
@@ -701,12 +884,15 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         if simple is not None:
             request, klass = simple
             usable, failing = index.usable((*klass.selectors, *request.selectors), request.tolerations)
+            room = index.room(request)  # shared devices with capacity left (or devices the request's capacity fits)
+            if room is not None:
+                usable = usable & room
             fits = index.per_node(cluster, usable & ~index.in_use) >= request.count
             failing = failing & ~index.in_use
             general &= index.complex_nodes | (index.per_node(cluster, failing) > 0 if failing.any() else False)
             codes[candidates & ~general & ~fits] = 2
             plan.simple, plan.searched = (request, klass, usable), general
-        allocator = Allocator(functools.partial(cluster.catalog.get, CLASS), index.allocated, index.matcher)
+        allocator = Allocator(functools.partial(cluster.catalog.get, CLASS), index.state, index.matcher)
         for slot in np.flatnonzero(general):
             self._allocate_on(plan, cluster, index, allocator, int(slot), claims, codes)
 
@@ -715,7 +901,8 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         cluster: ClusterState, claims: list[ResourceClaimInfo]
     ) -> tuple[SubRequest, DeviceClassInfo] | None:
         """The one request of a pod whose claims ask for a plain count of one class's devices (nearly
-        every pod): its nodes are found by counting free matching devices."""
+        every pod; a share of a device's capacity included): its nodes are found by counting free
+        matching devices (with room for it)."""
         if len(claims) != 1 or len(claims[0].requests) != 1 or claims[0].constraints:
             return None
         request = claims[0].requests[0].exactly
@@ -762,11 +949,11 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
                 return None
             claim = plan.claims[plan.to_allocate[0]]
             chosen = [(index.ids[g], index.devices[g], index.slice_of[g]) for g in picks]
-            results = plan.results[slot] = [single_request_result(claim, request, klass, chosen)]
+            results = plan.results[slot] = [single_request_result(claim, request, klass, chosen, cluster.names[slot])]
             return results
         if results is None:
             index = device_index(cluster)
-            allocator = Allocator(functools.partial(cluster.catalog.get, CLASS), index.allocated, index.matcher)
+            allocator = Allocator(functools.partial(cluster.catalog.get, CLASS), index.state, index.matcher)
             codes = np.zeros(cluster.size, dtype=np.int8)
             claims = [plan.claims[i] for i in plan.to_allocate]
             results = self._allocate_on(plan, cluster, index, allocator, slot, claims, codes)
@@ -778,6 +965,10 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     def _concerns(pod: PodInfo, cluster: ClusterState) -> bool:
         """Whether the pod has claims, or extended resources a DeviceClass may back."""
         return bool(pod.resource_claims) or bool(pod.extended_containers and backed_requests(pod, cluster.catalog))
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod it does not concern (kube: "pods with dra resource claims are not signable")."""
+        return UNSIGNABLE if self._concerns(pod, cluster) else None
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
         if not self._concerns(pod, cluster):
@@ -844,6 +1035,7 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
             return None  # (the filter passed the node: cannot happen)
         pending = iter(results)
         reservations = []
+        shared: list[DeviceID] = []  # devices this pod takes a share of
         catalog = cluster.catalog
         for index, claim in enumerate(plan.claims):
             binding = plan.bindings[index] if index < len(plan.bindings) else _consumer(pod)
@@ -860,12 +1052,15 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
                 if not claim.is_reserved_for(binding):
                     reservations.append(ClaimReservation(claim, None, binding))
                 continue
-            result = next(pending)
+            result = next(pending).with_share_ids(self.new_share_id)
             allocation = result.as_json()
+            shared.extend(d.id for d in result.devices if d.share_id)
             assumed = dataclasses.replace(
                 claim,
                 allocation=Allocation(
-                    tuple(DeviceResult(d.request, d.driver, d.pool, d.device, d.admin_access) for d in result.devices),
+                    tuple(DeviceResult(d.request, d.driver, d.pool, d.device, d.admin_access, d.share_id,
+                                       d.consumed_capacity, d.binding_conditions, d.binding_failure_conditions)
+                          for d in result.devices),
                     result.node_selector, allocation,
                 ),
                 finalizers=claim.finalizers if DELETE_PROTECTION in claim.finalizers
@@ -882,7 +1077,11 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
             reservations.append(ClaimReservation(claim, allocation, binding, extended))
         if not reservations:
             return None
-        return DeviceReservation(node, pod.key, tuple(reservations))
+        usage = {}
+        if shared:  # what the shared devices have left, this pod's shares taken (as simulate shows them)
+            index = device_index(cluster)
+            usage = {device_id: capacity_usage(index, device_id) for device_id in shared}
+        return DeviceReservation(node, pod.key, tuple(reservations), usage)
 
     def unreserve(self, pod: PodInfo, cluster: ClusterState, reservation: DeviceReservation) -> None:
         for claim in reservation.claims:
@@ -915,15 +1114,22 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
         if reached is not None and stale is None:
             if plan.codes is not None:  # kube's Filter returns early on these nodes, before the claims
                 reached = reached & ~np.isin(plan.codes, (4, 5))
+            now = self.clock()
             for claim in plan.claims:
-                terms = claim.allocation.node_selector if claim.allocation is not None else None
-                if terms is None or claim.pending:
+                if claim.allocation is None or claim.pending:
                     continue
-                admitted = np.zeros(cluster.size, dtype=bool)
-                for term in terms:
-                    admitted |= term_mask(cluster, term)
-                if not (reached & ~admitted).any():
-                    continue  # available wherever kube's Filter looked
+                terms = claim.allocation.node_selector
+                if claim.allocation.binding_conditions and binding_problem(claim, now):
+                    if not reached.any():  # its binding failed or timed out: unavailable wherever looked
+                        continue
+                elif terms is None:
+                    continue
+                else:
+                    admitted = np.zeros(cluster.size, dtype=bool)
+                    for term in terms:
+                        admitted |= term_mask(cluster, term)
+                    if not (reached & ~admitted).any():
+                        continue  # available wherever kube's Filter looked
                 if not claim.reserved_for or (len(claim.reserved_for) == 1 and claim.reserved_for[0].uid == pod.uid):
                     return PostFilterWrites(DEALLOCATED, deallocation_writes(claim))
         if stale is not None:
@@ -937,18 +1143,59 @@ class DynamicResources(FilterPlugin[NoArgs], ScorePlugin[NoArgs], ReservePlugin[
     # -------------------------------------------------------------- prebind
 
     def pre_bind(self, pod: PodInfo, cluster: ClusterState, node: str, reservation: Any) -> PreBind | None:
-        """kube's PreBind: for each claim, the finalizer, then the allocation and the reservation
-        (`prebind_writes`); the special claim is created first, and the pod's
-        `status.extendedResourceClaimStatus` written after (`extended_writes`); nothing to wait for."""
-        if not isinstance(reservation, DeviceReservation) or not reservation.claims:
+        """kube's PreBind, for any pod with claims (its PreBindPreFlight: `preflight`): for each claim
+        not reserved for the pod yet, the finalizer, then the allocation (with `allocationTimestamp`)
+        and the reservation (`prebind_writes`); the special claim is created first, and the pod's
+        `status.extendedResourceClaimStatus` written after (`extended_writes`). Then, when a device
+        of its claims has binding conditions, the `BindingConditionsPending` event and the wait until
+        the driver reports them all True (`_bound`: a failure condition fails it, and so does the
+        binding timeout, counted from each claim's `allocationTimestamp`)."""
+        reserved = reservation.claims if isinstance(reservation, DeviceReservation) else ()
+        _, claims, _ = _resolve(pod, cluster) if pod.resource_claims else (None, [], [])
+        if not reserved and not claims:
             return None
+        stamp = _rfc3339(self.clock())
         writes: list[Write] = []
-        for claim in reservation.claims:
+        keys: dict[str, tuple[str, str]] = {claim.key: (claim.namespace, claim.name) for claim in claims}
+        waits = any(claim.allocation is not None and claim.allocation.binding_conditions for claim in claims)
+        for claim in reserved:
+            keys.setdefault(claim.key, (claim.claim.namespace, claim.claim.name))
+            if claim.allocation is not None and _with_binding_conditions(claim.allocation):
+                waits = True
             if claim.extended is not None:
-                writes.extend(extended_writes(claim, pod))
+                writes.extend(extended_writes(claim, pod, stamp))
             else:
-                writes.extend(prebind_writes(claim))
-        return PreBind(tuple(writes))
+                writes.extend(prebind_writes(claim, stamp))
+        wait = None
+        if waits:
+            wait = WaitFor(
+                functools.partial(self._bound, tuple(keys.values())), frozenset({CLAIM}), BINDING_TIMEOUT,
+                "device binding timeout: context deadline exceeded",  # kube's poll ending before a claim's
+                Notice(BINDING_PENDING, "Scheduling", f"waiting for binding conditions for device on node {node}"),
+            )
+        return PreBind(tuple(writes), wait, preflight=True)
+
+    def _bound(
+        self, keys: tuple[tuple[str, str], ...], cluster: ClusterState, written: Mapping[ObjectRef, str]
+    ) -> bool:
+        """kube's `isPodReadyForBinding`, on the claims as the watches bring them: True once every
+        claim is ready; the first claim not ready keeps the wait going, or ends it once its binding
+        conditions timed out (`device binding timeout: claim=NAME`); a True failure condition ends it
+        (`device binding failed: claim=NAME, reason=R, message="M"`)."""
+        now = self.clock()
+        for namespace, name in keys:
+            claim: ResourceClaimInfo | None = cluster.catalog.get(CLAIM, name, namespace)
+            if claim is None:
+                raise PreBindError(f'could not find ResourceClaim "{namespace}/{name}"')
+            ready, failed = binding_state(claim)
+            if failed is not None:
+                raise PreBindError(binding_failed(claim, failed))
+            if not ready:
+                deadline = binding_deadline(claim)
+                if deadline is not None and deadline < now:
+                    raise PreBindError(f"device binding timeout: claim={claim.name}")
+                return False
+        return True
 
 
 def _release_pending(cluster: ClusterState, claim: ResourceClaimInfo) -> None:
@@ -960,6 +1207,60 @@ def _release_pending(cluster: ClusterState, claim: ResourceClaimInfo) -> None:
         cluster.catalog.assume(CLAIM, claim.namespace, claim.name, released)
     else:
         cluster.catalog.restore(CLAIM, claim.namespace, claim.name)
+
+
+def claimed_devices(pod: PodInfo, cluster: ClusterState, now: float) -> list[dict[str, Any]]:
+    """`placer explain`'s `devices`: the devices the pod's claims are allocated (docs/cli.md) — each
+    with its share's `consumedCapacity`, `shareID` and the device's `capacity` used and left (every
+    allocated or in-flight share), and, for a device with binding conditions, where its binding
+    stands (`binding`: ready, the conditions still pending and those failed, what the driver reported,
+    `since` the allocation's timestamp, the `timeout` 600 s after it)."""
+    if not pod.resource_claims or CLAIM in cluster.catalog.unserved:
+        return []
+    _, claims, _ = _resolve(pod, cluster)
+    index = device_index(cluster)
+    out: list[dict[str, Any]] = []
+    for claim in claims:
+        allocation = claim.allocation
+        if allocation is None:
+            continue
+        for result in allocation.results:
+            entry: dict[str, Any] = {"claim": claim.key, "request": result.request, "driver": result.driver,
+                                     "pool": result.pool, "device": result.device}
+            if result.consumed_capacity is not None:
+                entry["consumedCapacity"] = {k: str(v) for k, v in sorted(result.consumed_capacity.items())}
+            if result.share_id:
+                entry["shareID"] = result.share_id
+                usage = capacity_usage(index, result.id)
+                if usage:
+                    entry["capacity"] = usage_json(usage)
+            if result.binding_conditions:
+                entry["bindingConditions"] = list(result.binding_conditions)
+                entry["bindingFailureConditions"] = list(result.binding_failure_conditions)
+                entry["binding"] = _binding_view(claim, result, now)
+            out.append(entry)
+    return out
+
+
+def _binding_view(claim: ResourceClaimInfo, result: DeviceResult, now: float) -> dict[str, Any]:
+    status = claim.device_status(result)
+    conditions = status.conditions if status is not None else ()
+    true = {c.type for c in conditions if c.status == "True"}
+    pending = [kind for kind in result.binding_conditions if kind not in true]
+    failed = [kind for kind in result.binding_failure_conditions if kind in true]
+    deadline = binding_deadline(claim)
+    allocation = claim.allocation
+    stamp = allocation.raw.get("allocationTimestamp") if allocation is not None else None
+    return {
+        "ready": not pending and not failed,
+        "pending": pending,
+        "failed": failed,
+        "reported": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                      "since": c.since} for c in conditions],
+        "since": stamp if isinstance(stamp, str) else None,
+        "timeout": None if deadline is None else _rfc3339(deadline),
+        "timedOut": deadline is not None and deadline < now and bool(pending),
+    }
 
 
 def settle(cluster: ClusterState, reservation: DeviceReservation) -> None:

@@ -568,6 +568,7 @@ def test_extended_resource_name_with_resources(gpus: str | None) -> None:
     state = extended_cluster(EXTENDED_CLASS, worker_slice(WORKER), gpus=gpus)
     pod = pod_info(extended_pod({GPU: "1"}))
     p = plugin()
+    p.clock = lambda: 1_800_000_000.0  # type: ignore[method-assign]
     assert reasons(extended_pod({GPU: "1"}), state) == {WORKER: []}
     reservation = p.reserve(pod, state, WORKER)
     assert isinstance(reservation, DeviceReservation)
@@ -598,7 +599,8 @@ def test_extended_resource_name_with_resources(gpus: str | None) -> None:
     assert create.landed is not None and create.landed(body) and not create.landed({"metadata": {}})
     assert finalizer.body() == {"metadata": {"finalizers": [DELETE_PROTECTION]}}
     assert status.subresource == "status" and status.body()["status"] == {
-        "allocation": claim.allocation, "reservedFor": [{"resource": "pods", "name": "my-pod", "uid": POD_UID}]}
+        "allocation": {**claim.allocation, "allocationTimestamp": "2027-01-15T08:00:00Z"},
+        "reservedFor": [{"resource": "pods", "name": "my-pod", "uid": POD_UID}]}
     assert pod_status.target.path("status") == "/api/v1/namespaces/default/pods/my-pod/status"
     assert pod_status.body() == {"metadata": {"uid": POD_UID}, "status": {"extendedResourceClaimStatus": {
         "requestMappings": [{"containerName": "con0", "resourceName": GPU, "requestName": "container-0-request-0"}],

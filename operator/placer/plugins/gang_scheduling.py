@@ -46,6 +46,7 @@ from pydantic import Field
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
     ALLOW,
+    BATCH_NONE,
     ClusterEvent,
     FilterPlugin,
     Permit,
@@ -71,6 +72,11 @@ class GangScheduling(FilterPlugin[GangSchedulingArgs], PermitPlugin[GangScheduli
     Args: ClassVar[type[PluginArgs]] = GangSchedulingArgs
     #: a pod this plugin rejected may go once a pod is added (one more member) or its group changes
     events: ClassVar[frozenset[str]] = frozenset({ClusterEvent.POD_ADD, POD_GROUP_KIND, COSCHEDULING_KIND})
+
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return None  # no Filter answer of its own (its Permit is not batched)
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         return None

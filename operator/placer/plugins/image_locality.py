@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import MAX_NODE_SCORE, NoArgs, ScorePlugin, StaticCache
+from placer.engine.framework import BATCH_NONE, MAX_NODE_SCORE, NoArgs, ScorePlugin, StaticCache
 from placer.engine.objects import PodInfo
 
 MB = 1024 * 1024
@@ -61,6 +61,11 @@ class ImageLocality(ScorePlugin[NoArgs]):
                     column[slot] = int(size * spread)
             self._scaled.put(image, column)
         return column
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # the nodes' images
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return pod.images, pod.container_count
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
         key = (pod.images, pod.container_count)

@@ -54,7 +54,9 @@ from pydantic import Field, StrictBool
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
+    BATCH_NONE,
     MAX_NODE_SCORE,
+    UNSIGNABLE,
     ClusterEvent,
     CycleMemo,
     FilterPlugin,
@@ -64,7 +66,7 @@ from placer.engine.framework import (
 from placer.engine.labels import LabelSelector
 from placer.engine.matching import MatchingPods, PodQuery, PodTerms, TermRole
 from placer.engine.objects import PodInfo
-from placer.engine.relations import AffinityTerm
+from placer.engine.relations import NONE, AffinityTerm
 
 AFFINITY_REASON = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
@@ -155,6 +157,21 @@ class InterPodAffinity(FilterPlugin[InterPodAffinityArgs], ScorePlugin[InterPodA
         super().__init__(args)
         self._filter_state: CycleMemo[_FilterState] = CycleMemo()
         self._score_state: CycleMemo[tuple[np.ndarray | None]] = CycleMemo()
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # (see batch_breaks)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod without terms of its own (kube: "pods with InterPodAffinity are not
+        signable"), by its namespace and labels, which the placed pods' terms are matched against."""
+        if pod.relations is not NONE:
+            return UNSIGNABLE
+        return pod.namespace, pod.labels
+
+    def batch_breaks(self, pod: PodInfo, changed: PodInfo) -> bool:
+        """For a pod without terms, only the placed pods' terms count, over whole topology domains:
+        a pod with terms counted or uncounted may change its answers on any node; one without,
+        on none."""
+        return changed.relations is not NONE
 
     # ----------------------------------------------------------------- filter
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
+    BATCH_NONE,
     ClusterEvent,
     FilterPlugin,
     NoArgs,
@@ -110,6 +111,11 @@ class NodeAffinity(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
         super().__init__(args)
         self._masks: StaticCache[np.ndarray] = StaticCache()
         self._preferences: StaticCache[np.ndarray] = StaticCache()
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # node labels against the pod's selector and affinity
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return pod.node_selector, pod.required_terms, pod.preferred_terms
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | PreFilterResult | None:
         if not pod.required_terms:  # no required affinity, or no terms: kube returns no node set

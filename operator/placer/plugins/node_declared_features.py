@@ -31,7 +31,7 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs, StaticCache
+from placer.engine.framework import BATCH_NONE, ClusterEvent, FilterPlugin, NoArgs, StaticCache
 from placer.engine.node_features import DEFAULT_FRAMEWORK, FeatureFramework
 from placer.engine.objects import PodInfo
 
@@ -51,6 +51,11 @@ class NodeDeclaredFeatures(FilterPlugin[NoArgs]):
         self._masks: StaticCache[np.ndarray] = StaticCache()
         #: the registry nodes' declared features are read against (kube's ndfFramework)
         self.features: FeatureFramework = DEFAULT_FRAMEWORK
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # the nodes' declared features
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return pod.required_features
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         required = pod.required_features

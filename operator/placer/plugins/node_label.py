@@ -37,6 +37,7 @@ import numpy as np
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
+    BATCH_NONE,
     FilterPlugin,
     PluginArgs,
     ScorePlugin,
@@ -62,6 +63,11 @@ class NodeLabel(FilterPlugin[NodeLabelArgs], ScorePlugin[NodeLabelArgs]):
     def __init__(self, args: NodeLabelArgs) -> None:
         super().__init__(args)
         self._cache: StaticCache[np.ndarray] = StaticCache(limit=2)
+
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return None  # node labels against its args: the same for every pod
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if not self.args.required and not self.args.forbidden:

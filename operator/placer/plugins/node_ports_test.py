@@ -6,7 +6,17 @@ import pytest
 
 from placer.engine.parsing import parse_pod
 from placer.engine.profile import ProfileError
-from placer.testing import cluster_of, container, decide, filter_result, make_plugin, make_profile, node, pod
+from placer.testing import (
+    cluster_of,
+    container,
+    decide,
+    filter_result,
+    fits_without_answers,
+    make_plugin,
+    make_profile,
+    node,
+    pod,
+)
 
 PORTS = make_plugin("NodePorts")
 REASON = "node(s) didn't have free ports for the requested pod ports"
@@ -71,6 +81,22 @@ def test_two_holders_of_one_port_then_one_leaves() -> None:
     cluster.remove_pod("default/y")
     assert filter_result(PORTS, pod("p", host_ports=[9000]), cluster) == {"a": True}
     assert cluster.node_ports == {}
+
+
+def test_evicting_holders_frees_their_ports_on_the_columns() -> None:
+    """`fits_without` and the eviction terms preemption's dry run uses agree with the filter run with
+    any subset of each node's pods gone: two holders of overlapping addresses on a, one of another
+    protocol, a pod holding two of the wanted ports, priorities for `frees_below`."""
+    cluster = cluster_of(
+        [node("a"), node("b"), node("c")],
+        [pod("x", node_name="a", host_ports=[(9000, "TCP", "10.0.0.1")], priority=1),
+         pod("y", node_name="a", host_ports=[(9000, "TCP", "10.0.0.2")], priority=3),
+         pod("udp", node_name="a", host_ports=[(9000, "UDP")], priority=0),
+         pod("both", node_name="b", host_ports=[9000, 9001], priority=2),
+         pod("other", node_name="c", host_ports=[7000])],
+    )
+    assert fits_without_answers(PORTS, pod("p", host_ports=[9000, 9001], priority=5), cluster) == {True, False}
+    assert fits_without_answers(PORTS, pod("p", host_ports=[(9000, "TCP", "10.0.0.1")]), cluster) == {True, False}
 
 
 def test_terminal_pod_holds_no_port() -> None:

@@ -28,7 +28,7 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, NoArgs
+from placer.engine.framework import BATCH_NONE, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo, Taint
 
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
@@ -39,13 +39,16 @@ class NodeReady(FilterPlugin[NoArgs]):
     name: ClassVar[str] = "NodeReady"
     reason: ClassVar[str] = "node(s) were not ready"
 
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return _tolerated(pod)  # the node's readiness, against the condition taints the pod tolerates
+
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         ready = cluster.ready[: cluster.size]
-        tolerations = pod.tolerations
-        if not tolerations:
+        if not pod.tolerations:
             return ready
-        not_ready = any(t.tolerates(NOT_READY_TAINT) for t in tolerations)
-        unreachable = any(t.tolerates(UNREACHABLE_TAINT) for t in tolerations)
+        not_ready, unreachable = _tolerated(pod)
         if not_ready and unreachable:
             return None
         if not (not_ready or unreachable):
@@ -57,3 +60,12 @@ class NodeReady(FilterPlugin[NoArgs]):
             if node is not None:
                 passes[slot] = unreachable if node.unreachable else not_ready
         return passes
+
+
+def _tolerated(pod: PodInfo) -> tuple[bool, bool]:
+    """Whether the pod tolerates the not-ready and the unreachable NoSchedule taint."""
+    tolerations = pod.tolerations
+    if not tolerations:
+        return False, False
+    return (any(t.tolerates(NOT_READY_TAINT) for t in tolerations),
+            any(t.tolerates(UNREACHABLE_TAINT) for t in tolerations))

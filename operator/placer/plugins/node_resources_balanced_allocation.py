@@ -62,6 +62,9 @@ class NodeResourcesBalancedAllocation(ScorePlugin[BalancedAllocationArgs]):
     name: ClassVar[str] = "NodeResourcesBalancedAllocation"
     Args: ClassVar[type[PluginArgs]] = BalancedAllocationArgs
 
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return pod.requests  # against each node's own pods (BATCH_NODE)
+
     def pre_score(self, pod: PodInfo, cluster: ClusterState) -> bool:
         return any(pod_request_for_score(pod, r.name, nonzero=False) for r in self.args.resources)
 

@@ -59,8 +59,17 @@ from pydantic import Field, model_validator
 
 from placer.engine.cluster import CPU, MEMORY, PODS, ClusterState, PodRecord
 from placer.engine.extended_resources import backed_requests, dra_totals
-from placer.engine.framework import MAX_NODE_SCORE, ClusterEvent, FilterPlugin, PluginArgs, ScorePlugin
+from placer.engine.framework import (
+    MAX_NODE_SCORE,
+    UNSIGNABLE,
+    ClusterEvent,
+    EvictionTerms,
+    FilterPlugin,
+    PluginArgs,
+    ScorePlugin,
+)
 from placer.engine.objects import NodeInfo, PodInfo, is_scalar_resource
+from placer.engine.priority_room import RoomByPriority
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
@@ -237,6 +246,32 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
         """Per row and column: the resource is left to DynamicResources there (backed, none allocatable)."""
         return (cluster.allocatable[rows][:, columns] <= 0) & np.asarray(backed, dtype=bool)
 
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """The requests it checks and scores, against each node's own pods (BATCH_NODE); a pod asking
+        for an extended resource a DeviceClass backs is not signed (kube: "signature disabled when
+        dra extended resources are used in the cluster")."""
+        if backed_requests(pod, cluster.catalog):
+            return UNSIGNABLE
+        return pod.fit_requests, pod.requests, pod.score_cpu, pod.score_memory
+
+    def filter_at(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
+        """`filter` on `slots` only (no DeviceClass backs what the pod asks: it is signed)."""
+        columns, amounts, backed = self._requests(pod, cluster)
+        if backed:
+            return self.filter(pod, cluster)[slots]
+        allocatable, requested = cluster.allocatable, cluster.requested
+        if len(slots) == 1:  # (the usual: the node the previous pod went to) without array calls
+            slot = int(slots[0])
+            fits = bool(requested[slot, PODS] < allocatable[slot, PODS]) and all(
+                allocatable[slot, column] - requested[slot, column] >= amount
+                for column, amount in zip(columns, amounts, strict=True)
+            )
+            return np.array([fits])
+        fits = requested[:, PODS].take(slots) < allocatable[:, PODS].take(slots)
+        for column, amount in zip(columns, amounts, strict=True):
+            fits &= allocatable[:, column].take(slots) - requested[:, column].take(slots) >= amount
+        return fits
+
     def queueing_hint(self, pod: PodInfo, event: str, old: Any, new: Any) -> bool:
         """kube's isSchedulableAfterPodEvent: a placed pod updated helps only when it gave back some
         of what this pod asks for (in-place resize down). kube's isSchedulableAfterNodeChange: a
@@ -286,29 +321,63 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
                 return False
         return True
 
+    def eviction_terms(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> EvictionTerms:
+        """`fits_without` as arithmetic: a pod slot, then each resource the pod asks for; evicting a
+        pod frees one slot and its requests (a resource left to DynamicResources on a node is no
+        shortfall there). What every pod below a priority frees is read from `RoomByPriority`."""
+        columns, amounts, backed = self._requests(pod, cluster)
+        allocatable, requested = cluster.allocatable, cluster.requested
+        shortfall = np.empty((len(slots), 1 + len(columns)), dtype=np.int64)
+        shortfall[:, 0] = requested[slots, PODS] + 1 - allocatable[slots, PODS]
+        for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
+            held = allocatable[slots, column]
+            need = amount - (held - requested[slots, column])
+            if backed and backed[i]:
+                need[held <= 0] = 0
+            shortfall[:, 1 + i] = need
+        names = [cluster.resources[column] for column in columns]
+
+        def frees(victim: PodInfo) -> tuple[int, ...]:
+            requests = victim.requests
+            return (1, *(requests.get(name, 0) for name in names))
+
+        def frees_below(priority: int) -> np.ndarray:
+            room = cluster.tracker(RoomByPriority)
+            freed = np.empty_like(shortfall)
+            freed[:, 0] = room.count_below(priority, slots)
+            for i, name in enumerate(names):
+                freed[:, 1 + i] = room.requested_below(priority, name, slots)
+            return freed
+
+        return EvictionTerms(shortfall, frees, frees_below)
+
     def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
         """kube v1.36 marks a node Unresolvable where the pod asks more of a resource than the node
         has at all: evicting its pods cannot help there ("Too many pods" always may)."""
         columns, amounts, backed = self._requests(pod, cluster)
-        if not columns:
-            return np.ones(len(rejected), dtype=bool)
-        too_big = cluster.allocatable[np.ix_(rejected, columns)] < np.asarray(amounts, dtype=np.int64)
-        if backed:
-            too_big &= ~self._delegated(cluster, rejected, columns, backed)
-        return ~too_big.any(axis=1)
+        resolvable = np.ones(len(rejected), dtype=bool)
+        allocatable = cluster.allocatable
+        for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
+            held = allocatable[:, column].take(rejected)
+            too_big = held < amount
+            if backed and backed[i]:
+                too_big &= held > 0  # left to DynamicResources where the node has none
+            resolvable &= ~too_big
+        return resolvable
 
     def reason_counts(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> Counter[str]:
         counts: Counter[str] = Counter()
-        full = cluster.requested[rejected, PODS] >= cluster.allocatable[rejected, PODS]
-        if full.any():
-            counts["Too many pods"] = int(full.sum())
+        allocatable, requested = cluster.allocatable, cluster.requested
+        full = int(np.count_nonzero(requested[:, PODS].take(rejected) >= allocatable[:, PODS].take(rejected)))
+        if full:
+            counts["Too many pods"] = full
         columns, amounts, backed = self._requests(pod, cluster)
         for i, (column, amount) in enumerate(zip(columns, amounts, strict=True)):
-            free = cluster.allocatable[rejected, column] - cluster.requested[rejected, column]
-            short_rows = free < amount
+            held = allocatable[:, column].take(rejected)
+            short_rows = held - requested[:, column].take(rejected) < amount
             if backed and backed[i]:
-                short_rows &= cluster.allocatable[rejected, column] > 0
-            short = int(short_rows.sum())
+                short_rows &= held > 0
+            short = int(np.count_nonzero(short_rows))
             if short:
                 counts[f"Insufficient {cluster.resources[column]}"] = short
         return counts

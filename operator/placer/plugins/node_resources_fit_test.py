@@ -648,6 +648,13 @@ def test_dra_backed_resource_checked_where_the_node_advertises_it() -> None:
                       objects=[DRA_CLASS])
     rejected = np.asarray([both.index["node"], both.index["bare"]])
     assert list(FIT.resolvable_nodes(parse_pod(two), both, rejected)) == [False, True]
+    # preemption's terms: the backed resource is no shortfall where the node lacks it, one elsewhere
+    held = cluster_of([fit_node(**{DRA_RESOURCE: "2"}), node("lacks", cpu="10", memory="20Gi", pods="32")],
+                      [{**resource_pod(f"h{i}", usage(**{DRA_RESOURCE: 1})), "spec": {
+                          **resource_pod(f"h{i}", usage(**{DRA_RESOURCE: 1}))["spec"], "nodeName": "node",
+                          "priority": i}} for i in range(2)]
+                      + [pod("l", cpu="1", node_name="lacks")], objects=[DRA_CLASS])
+    assert fits_without_answers(FIT, resource_pod("p", usage(**{DRA_RESOURCE: 2})), held) == {True, False}
 
 
 NOT_ENOUGH_REQUESTS = [

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs
+from placer.engine.framework import BATCH_NONE, ClusterEvent, FilterPlugin, NoArgs
 from placer.engine.objects import NodeInfo, PodInfo, Taint
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -34,6 +34,11 @@ class NodeUnschedulable(FilterPlugin[NoArgs]):
     events: ClassVar[frozenset[str]] = frozenset(
         {ClusterEvent.NODE_ADD, ClusterEvent.NODE_UPDATE, ClusterEvent.POD_TOLERATION}
     )
+
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return pod.tolerations
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):

@@ -41,6 +41,7 @@ from pydantic import Field
 
 from placer.engine.cluster import CPU, MEMORY, ClusterState
 from placer.engine.framework import (
+    BATCH_NONE,
     ClusterEvent,
     FilterPlugin,
     PluginArgs,
@@ -100,6 +101,11 @@ class NodeUtilization(FilterPlugin[NodeUtilizationArgs], ScorePlugin[NodeUtiliza
                     over[:, i] = fractions[:, i] > threshold
             self._cache.put("over", over)
         return over
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # the nodes' measured usage (a node change)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return None  # the same for every pod
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if self.args.cpuThreshold is None and self.args.memoryThreshold is None:

@@ -67,7 +67,7 @@ import numpy as np
 
 from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState, PodRecord, PodTracker, SlotColumns
-from placer.engine.framework import ClusterEvent, CycleMemo, FilterPlugin, NoArgs
+from placer.engine.framework import BATCH_NONE, UNSIGNABLE, ClusterEvent, CycleMemo, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo
 from placer.engine.storage import (
     CSI_DRIVER_OF,
@@ -413,6 +413,13 @@ class NodeVolumeLimits(FilterPlugin[NoArgs]):
         if in_use is not None:
             cycle.mask = ~over
         return self._memo.put(pod, cluster, cycle)
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not constrain)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod without volumes, which it does not constrain: the volumes' state (claims,
+        volumes, attachments) moves with every such pod placed."""
+        return None if not pod.volumes.any else UNSIGNABLE
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         if not _relevant(pod):

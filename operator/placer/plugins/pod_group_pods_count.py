@@ -32,6 +32,7 @@ import numpy as np
 
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
+    BATCH_NONE,
     MAX_NODE_SCORE,
     NoArgs,
     PlacementAssignment,
@@ -49,6 +50,11 @@ NO_PODS_ASSIGNED = "no pods from pod group are assigned to any of the candidate 
 
 class PodGroupPodsCount(ScorePlugin[NoArgs], PlacementScorePlugin[NoArgs]):
     name: ClassVar[str] = "PodGroupPodsCount"
+
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return None  # no node score
 
     def pre_score(self, pod: PodInfo, cluster: ClusterState) -> bool:
         return False  # a placement score only: no node is scored

@@ -64,7 +64,9 @@ from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
 from placer.engine.fields import FieldError
 from placer.engine.framework import (
+    BATCH_NONE,
     MAX_NODE_SCORE,
+    UNSIGNABLE,
     ClusterEvent,
     CycleMemo,
     FilterPlugin,
@@ -207,6 +209,7 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
     )
     # evicting pods may lower a domain's count, never give a node a missing label
     resolvable: ClassVar[bool] = True
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods without constraints)
 
     def __init__(self, args: PodTopologySpreadArgs) -> None:
         super().__init__(args)
@@ -223,6 +226,13 @@ class PodTopologySpread(FilterPlugin[PodTopologySpreadArgs], ScorePlugin[PodTopo
         self._selectors_of: tuple[weakref.ref[Catalog] | None, tuple[int, int, int]] = (None, (-1, -1, -1))
 
     # ------------------------------------------------------------------ constraints
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod no constraint applies to, its own or a default one (kube signs no pod with
+        constraints, nor any with default constraints configured: Placer's System defaults apply
+        to a pod only when a Service or a workload selects it, so a bare pod is signed)."""
+        cycle = self._cycle(pod, cluster)
+        return UNSIGNABLE if cycle.hard or cycle.soft else None
 
     def _cycle(self, pod: PodInfo, cluster: ClusterState) -> _Cycle:
         cycle = self._memo.get(pod, cluster)

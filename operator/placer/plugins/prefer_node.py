@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import MAX_NODE_SCORE, PluginArgs, ScorePlugin, StaticCache
+from placer.engine.framework import BATCH_NONE, MAX_NODE_SCORE, PluginArgs, ScorePlugin, StaticCache
 from placer.engine.objects import PodInfo
 
 
@@ -40,6 +40,11 @@ class PreferNode(ScorePlugin[PreferNodeArgs]):
     def __init__(self, args: PreferNodeArgs) -> None:
         super().__init__(args)
         self._cache: StaticCache[np.ndarray] = StaticCache(limit=1)
+
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return None  # its args' nodes: the same for every pod
 
     def score(self, pod: PodInfo, cluster: ClusterState, slots: np.ndarray) -> np.ndarray:
         scores = self._cache.get(cluster, None)

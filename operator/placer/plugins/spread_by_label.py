@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import Field
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import PluginArgs, ScorePlugin, StaticCache, minmax_normalize
+from placer.engine.framework import BATCH_NONE, UNSIGNABLE, PluginArgs, ScorePlugin, StaticCache, minmax_normalize
 from placer.engine.matching import label_counts
 from placer.engine.objects import PodInfo
 
@@ -61,6 +61,12 @@ class SpreadByLabel(ScorePlugin[SpreadByLabelArgs]):
             _, ids = np.unique(ids, return_inverse=True)
             self._domains.put(None, ids)
         return ids
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not score)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod without its label: a labelled pod's score counts pods over whole domains."""
+        return UNSIGNABLE if self.args.labelKey in pod.labels else None
 
     def pre_score(self, pod: PodInfo, cluster: ClusterState) -> bool:
         return self.args.labelKey in pod.labels

@@ -32,7 +32,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import ClusterEvent, FilterPlugin, NoArgs, ScorePlugin, StaticCache, default_normalize
+from placer.engine.framework import (
+    BATCH_NONE,
+    ClusterEvent,
+    FilterPlugin,
+    NoArgs,
+    ScorePlugin,
+    StaticCache,
+    default_normalize,
+)
 from placer.engine.objects import NodeInfo, PodInfo, Taint, Toleration
 
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
@@ -86,6 +94,11 @@ class TaintToleration(FilterPlugin[NoArgs], ScorePlugin[NoArgs]):
         # (None: no node has a PreferNoSchedule taint they leave untolerated)
         self._masks: StaticCache[np.ndarray] = StaticCache()
         self._counts: StaticCache[tuple[np.ndarray | None]] = StaticCache()
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # node taints against the pod's tolerations
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return pod.tolerations
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         return tolerated_nodes(pod, cluster, self._masks)

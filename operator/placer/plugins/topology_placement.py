@@ -48,7 +48,14 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from placer.engine.cluster import ClusterState
-from placer.engine.framework import FilterPlugin, Placement, PlacementError, PlacementGeneratePlugin, PluginArgs
+from placer.engine.framework import (
+    BATCH_NONE,
+    FilterPlugin,
+    Placement,
+    PlacementError,
+    PlacementGeneratePlugin,
+    PluginArgs,
+)
 from placer.engine.groups import COSCHEDULING_KIND, POD_GROUP_KIND, GroupRef, PodGroupInfo, group_of, scheduled_members
 from placer.engine.objects import PodInfo
 
@@ -65,6 +72,11 @@ class TopologyPlacementGenerator(FilterPlugin[TopologyPlacementGeneratorArgs],
                                  PlacementGeneratePlugin[TopologyPlacementGeneratorArgs]):
     name: ClassVar[str] = "TopologyPlacementGenerator"
     Args: ClassVar[type[PluginArgs]] = TopologyPlacementGeneratorArgs
+
+    batch_reach: ClassVar[str] = BATCH_NONE
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        return None  # no Filter answer of its own (a group's placements are never batched)
 
     def filter(self, pod: PodInfo, cluster: ClusterState) -> np.ndarray | None:
         return None

@@ -77,6 +77,8 @@ import numpy as np
 from placer.engine.catalog import Catalog
 from placer.engine.cluster import ClusterState
 from placer.engine.framework import (
+    BATCH_NONE,
+    UNSIGNABLE,
     ClusterEvent,
     FilterPlugin,
     NoArgs,
@@ -307,6 +309,13 @@ class VolumeBinding(FilterPlugin[NoArgs], ReservePlugin[NoArgs], PreBindPlugin[N
         return index.get(storage_class, [])
 
     # ----------------------------------------------------------------- filter
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not constrain)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod without volumes, which it does not constrain: the volumes' state (claims,
+        volumes, attachments) moves with every such pod placed."""
+        return None if not pod.volumes.any else UNSIGNABLE
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
         if not pod.volumes.claims:

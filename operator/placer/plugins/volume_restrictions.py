@@ -38,7 +38,7 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import ClusterState, PodRecord, PodTracker
-from placer.engine.framework import ClusterEvent, CycleMemo, FilterPlugin, NoArgs
+from placer.engine.framework import BATCH_NONE, UNSIGNABLE, ClusterEvent, CycleMemo, FilterPlugin, NoArgs
 from placer.engine.objects import PodInfo
 from placer.engine.storage import ClaimInfo
 from placer.engine.volumes import AWS_EBS, GCE_PD, ISCSI, RBD, InlineDisk
@@ -190,6 +190,13 @@ class VolumeRestrictions(FilterPlugin[NoArgs]):
         if not pod.volumes.disks:
             return []
         return cluster.tracker(DisksInUse).conflicting_slots(pod.volumes.disks)
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not constrain)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod without volumes, which it does not constrain: the volumes' state (claims,
+        volumes, attachments) moves with every such pod placed."""
+        return None if not pod.volumes.any else UNSIGNABLE
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
         if not pod.volumes.claims:

@@ -40,7 +40,15 @@ from typing import ClassVar
 import numpy as np
 
 from placer.engine.cluster import REGION_LABELS, ZONE_LABELS, ClusterState
-from placer.engine.framework import ClusterEvent, CycleMemo, FilterPlugin, NoArgs, StaticCache
+from placer.engine.framework import (
+    BATCH_NONE,
+    UNSIGNABLE,
+    ClusterEvent,
+    CycleMemo,
+    FilterPlugin,
+    NoArgs,
+    StaticCache,
+)
 from placer.engine.objects import PodInfo
 from placer.engine.storage import ClaimInfo, StorageClassInfo, VolumeInfo
 
@@ -154,6 +162,13 @@ class VolumeZone(FilterPlugin[NoArgs]):
             mask &= found
         mask |= ~labelled  # a node without any zone label passes
         return self._masks.put(key, mask)
+
+    batch_reach: ClassVar[str] = BATCH_NONE  # (signs only pods it does not constrain)
+
+    def sign(self, pod: PodInfo, cluster: ClusterState) -> object:
+        """Only a pod without volumes, which it does not constrain: the volumes' state (claims,
+        volumes, attachments) moves with every such pod placed."""
+        return None if not pod.volumes.any else UNSIGNABLE
 
     def pre_filter(self, pod: PodInfo, cluster: ClusterState) -> str | None:
         if not pod.volumes.claims:
