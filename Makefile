@@ -15,7 +15,7 @@ PLUGIN_EXAMPLE := examples/plugins/annotation-score
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real bench-real-synthetic bench-first-binding bench-pipeline check-real
+.PHONY: help install test lint demo bench bench-engine bench-simulate bench-e2e bench-preemption bench-gang bench-shadow bench-real bench-real-synthetic bench-first-binding bench-pipeline check-real check-cluster check-cluster-bursts
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
@@ -162,3 +162,25 @@ bench-pipeline: install $(RUN_STAMP) ## the three-process prototype (bench/pipel
 check-real: install ## the operator's scenarios on a real API server (v1.36; KUBE_VERSION=1.24 or KUBE_BIN=DIR): binding, events, gates, pod-level resources, resize, preemption, DRA...
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/versions.md)"; exit 2; }
 	$(PY) hack/real_check.py --kube-bin $(KUBE_BIN) --json bench/results/real-check-$(REAL_VERSION).json
+
+# Whole-cluster scenarios (hack/cluster_check.py): hollow nodes (kubemark) and the real
+# kube-controller-manager on a plane of ../shared/realcluster/, in both modes (Placer as a second
+# scheduler beside kube-scheduler, and as the only one), each also run with kube-scheduler in Placer's
+# part, then the switch kube-scheduler -> Placer -> kube-scheduler measured. Never part of `make test`:
+# KUBE_BIN needs kube-apiserver, kube-scheduler, kube-controller-manager and kubemark
+# (RC_EXTRA_CMDS="kube-controller-manager kubemark" ../shared/realcluster/build.sh). The plane's folder
+# and ports: RC_DIR, RC_PORT, RC_ETCD_PORT, RC_HOLLOW_PORT (docs/operations.md).
+RC_DIR ?= /tmp/rc-cluster
+RC_PORT ?= 6743
+RC_ETCD_PORT ?= 2679
+RC_HOLLOW_PORT ?= 21000
+CLUSTER_ENV = KUBE_BIN=$(abspath $(KUBE_BIN)) RC_DIR=$(RC_DIR) RC_PORT=$(RC_PORT) RC_ETCD_PORT=$(RC_ETCD_PORT) \
+	RC_HOLLOW_PORT=$(RC_HOLLOW_PORT)
+BURST_RUNS ?= 10
+check-cluster: install ## whole-cluster scenarios on 4 hollow nodes + kube-controller-manager: Placer second and only scheduler, kube-scheduler in its part for comparison, the switch measured (about 15 min)
+	@test -x "$(KUBE_BIN)/kubemark" -a -x "$(KUBE_BIN)/kube-controller-manager" || { echo "KUBE_BIN=$(KUBE_BIN): no kubemark or kube-controller-manager; build them with RC_EXTRA_CMDS=\"kube-controller-manager kubemark\" ../shared/realcluster/build.sh (docs/operations.md)"; exit 2; }
+	$(CLUSTER_ENV) $(PY) hack/cluster_check.py --handover --json bench/results/cluster-check-$(REAL_VERSION).json
+
+check-cluster-bursts: install ## the second-scheduler case counted: bursts of 20 pods filling 4 hollow nodes, kubelet rejections per run (BURST_RUNS runs per configuration)
+	@test -x "$(KUBE_BIN)/kubemark" -a -x "$(KUBE_BIN)/kube-controller-manager" || { echo "KUBE_BIN=$(KUBE_BIN): no kubemark or kube-controller-manager (docs/operations.md)"; exit 2; }
+	$(CLUSTER_ENV) $(PY) hack/cluster_check.py --bursts $(BURST_RUNS) --json bench/results/cluster-bursts-$(REAL_VERSION).json

@@ -42,6 +42,10 @@ CRD_SRC = ROOT / "crds" / CRD_FILE
 CRD_CHART = CHART / "crds" / CRD_FILE
 INSTALL_YAML = ROOT / "manifests" / "install.yaml"
 CI_VALUES = ROOT / "manifests" / "ci-values.yaml"
+# what ci-values.yaml cannot turn on beside its own values (clusterScheduler needs leader election)
+CI_CLUSTER_VALUES = ROOT / "manifests" / "ci-values-cluster-scheduler.yaml"
+# Placer as the cluster's scheduler without Helm: the static pod (kubeadm's layout) and its RBAC
+STATIC_MANIFESTS = (ROOT / "manifests" / "placer-scheduler.yaml", ROOT / "manifests" / "placer-scheduler-rbac.yaml")
 EXAMPLES = ROOT / "examples"
 RELEASE = "placer"
 NAMESPACE = "placer-system"
@@ -257,6 +261,8 @@ def rendered_sets() -> list[tuple[str, str]]:
     return [
         ("chart (defaults)", render(include_crds=True)),
         ("chart (ci-values.yaml)", render(values=[CI_VALUES], include_crds=True, namespace="placer-ci")),
+        ("chart (ci-values-cluster-scheduler.yaml)", render(values=[CI_CLUSTER_VALUES], include_crds=True)),
+        *((str(path.relative_to(ROOT)), path.read_text()) for path in STATIC_MANIFESTS),
         ("manifests/install.yaml", INSTALL_YAML.read_text()),
     ]
 

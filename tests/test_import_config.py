@@ -279,6 +279,109 @@ def test_kube_scheduler_dump_imports_as_the_defaults() -> None:
     assert profile.skipped == []
 
 
+def test_the_dumps_process_settings_become_placer_runs_flags() -> None:
+    """`--write-config-to`'s clientConnection and leaderElection: the kubeconfig, and kube-scheduler's own
+    Lease with its timings (Placer takes it over: never active beside kube-scheduler)."""
+    result = import_text(KUBE_DUMP)
+    assert result.run_flags == [
+        "--kubeconfig", "/etc/kubernetes/scheduler.conf",
+        "--leader-elect-resource-namespace", "kube-system", "--leader-elect-resource-name", "kube-scheduler",
+        "--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s",
+        "--leader-elect-retry-period", "2s"]
+    assert result.run_notes == []  # qps 50, burst 100, protobuf: kube's defaults, nothing to say
+
+
+# A kubeadm cluster's scheduler configuration (kubeadm passes `--config` from `scheduler.extraArgs`, the
+# file mounted through `scheduler.extraVolumes`): two profiles, the second packing, a global percentage.
+KUBEADM_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+  qps: 100
+  burst: 200
+leaderElection:
+  leaderElect: true
+percentageOfNodesToScore: 50
+profiles:
+  - schedulerName: default-scheduler
+  - schedulerName: bin-packing
+    percentageOfNodesToScore: 100
+    plugins:
+      score:
+        disabled:
+          - name: NodeResourcesBalancedAllocation
+    pluginConfig:
+      - name: NodeResourcesFit
+        args:
+          apiVersion: kubescheduler.config.k8s.io/v1
+          kind: NodeResourcesFitArgs
+          scoringStrategy:
+            type: MostAllocated
+            resources:
+              - {name: cpu, weight: 2}
+              - {name: memory}
+      - name: DefaultPreemption
+        args:
+          minCandidateNodesPercentage: 20
+          minCandidateNodesAbsolute: 50
+"""
+
+
+def test_a_kubeadm_clusters_configuration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = import_text(KUBEADM_CONFIG)
+    assert result.problems == []
+    default, packing = (p.document for p in result.profiles)
+    assert default["metadata"]["name"] == "default-scheduler" and default["spec"]["percentageOfNodesToScore"] == 50
+    assert packing["spec"]["schedulerName"] == "bin-packing" and packing["spec"]["percentageOfNodesToScore"] == 100
+    fit = next(entry for entry in packing["spec"]["scores"] if entry["name"] == "NodeResourcesFit")
+    assert fit["args"]["scoringStrategy"] == {"type": "MostAllocated", "resources": [
+        {"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}]}
+    assert "NodeResourcesBalancedAllocation" not in scores(packing["spec"])
+    [preemption] = packing["spec"]["postFilters"][-1:]
+    assert preemption == {"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 20,
+                                                                "minCandidateNodesAbsolute": 50}}
+    for document in (default, packing):
+        compile_profile(document["metadata"]["name"], document["spec"])
+    # leaderElection without a Lease named: kube-scheduler's, which Placer then takes over
+    assert result.run_flags == ["--kubeconfig", "/etc/kubernetes/scheduler.conf",
+                                "--leader-elect-resource-namespace", "kube-system",
+                                "--leader-elect-resource-name", "kube-scheduler"]
+    [note] = result.run_notes
+    assert note.startswith("clientConnection.burst, qps: Placer sets no client-side rate limit")
+    code, out, err = cli(capsys, tmp_path, KUBEADM_CONFIG)
+    assert code == 0 and out.count("kind: SchedulerProfile") == 2
+    assert ("# run as: placer run --kubeconfig /etc/kubernetes/scheduler.conf --leader-elect-resource-namespace"
+            in out)
+    code, out, err = cli(capsys, tmp_path, KUBEADM_CONFIG, "--run-flags")
+    assert code == 0 and out.splitlines() == result.run_flags
+    assert "note: clientConnection.burst, qps" in err
+    code, out, err = cli(capsys, tmp_path, KUBEADM_CONFIG, "--shadow")
+    assert code == 0 and "# run as:" not in out  # a shadow runs beside kube-scheduler: not on its Lease
+
+
+def test_leader_election_settings() -> None:
+    assert import_config(config(leaderElection={"leaderElect": False})).run_flags == ["--no-leader-elect"]
+    flags = import_config(config(leaderElection={"resourceName": "my-scheduler", "resourceNamespace": "sched",
+                                                 "retryPeriod": "500ms"})).run_flags
+    assert flags == ["--leader-elect-resource-namespace", "sched", "--leader-elect-resource-name", "my-scheduler",
+                     "--leader-elect-retry-period", "500ms"]
+    assert import_config(config()).run_flags == ["--leader-elect-resource-namespace", "kube-system",
+                                                 "--leader-elect-resource-name", "kube-scheduler"]
+    assert problems(config(leaderElection={"resourceLock": "endpoints"})) == [
+        "leaderElection.resourceLock: 'endpoints': Placer elects its leader on a Lease (leases)"]
+    skipped = import_config(config(leaderElection={"resourceLock": "endpoints"}), skip_unknown=True)
+    assert skipped.problems == [] and [str(p) for p in skipped.profiles[0].skipped] == [
+        "leaderElection.resourceLock: 'endpoints': Placer elects its leader on a Lease (leases)"]
+    assert problems(config(leaderElection={"leaseDuration": "fifteen"})) == [
+        "leaderElection.leaseDuration: 'fifteen': not a duration (e.g. 15s)"]
+    assert problems(config(leaderElection={"renewDeadline": "0s"})) == [
+        "leaderElection.renewDeadline: '0s': not a duration (e.g. 15s)"]
+    assert problems(config(leaderElection=["x"])) == ["leaderElection: must be an object, not list"]
+    assert problems(config(clientConnection={"kubeconfig": 3})) == [
+        "clientConnection.kubeconfig: must be a path, not int"]
+
+
 # ------------------------------------------------------------------- kube's documented examples
 
 

@@ -73,6 +73,8 @@ CLUSTER_RULES = {
     # DynamicResources' PreBind: a claim's finalizer, then its allocation and reservation
     ("ClusterRole", "resource.k8s.io", "resourceclaims", "patch", ""),
     ("ClusterRole", "resource.k8s.io", "resourceclaims/status", "patch", ""),
+    # ... allowed from v1.36 (DRAResourceClaimGranularStatusAuthorization) only with that verb on binding
+    ("ClusterRole", "resource.k8s.io", "resourceclaims/binding", "patch", ""),
     # ... and the claim of a pod's extended resources a DeviceClass backs: created, deleted if not bound
     ("ClusterRole", "resource.k8s.io", "resourceclaims", "create", ""),
     ("ClusterRole", "resource.k8s.io", "resourceclaims", "delete", ""),
@@ -278,8 +280,8 @@ def test_deployment(default_docs: list[Doc]) -> None:
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
     ]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert set(c["resources"]) == {"requests", "limits"}
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
@@ -346,8 +348,11 @@ def test_default_profile_spec_passthrough(ci_docs: list[Doc], ci_values: Doc) ->
 
 
 def test_ci_values_change_every_value(ci_values: Doc) -> None:
+    """ci-values.yaml, with ci-values-cluster-scheduler.yaml for what needs leader election on."""
     defaults = dict(flatten(yaml.safe_load((CHART / "values.yaml").read_text())))
-    changed = dict(flatten(ci_values))
+    cluster_values = yaml.safe_load(manifests.CI_CLUSTER_VALUES.read_text())
+    assert set(cluster_values) == {"clusterScheduler"} and "clusterScheduler" not in ci_values
+    changed = {**dict(flatten(ci_values)), **dict(flatten(cluster_values))}
     for path, default in defaults.items():
         overridden = {p: v for p, v in changed.items() if p == path or p.startswith(path + ".")}
         assert overridden, f"manifests/ci-values.yaml does not set {path}"
@@ -427,6 +432,168 @@ def test_values_are_documented() -> None:
     install_md = (ROOT / "docs" / "install.md").read_text()
     missing = [p for p in documented if f"`{p}`" not in install_md]
     assert not missing, f"docs/install.md's values table lacks {missing}"
+
+
+# ---- the cluster's scheduler: the chart's option, the static pod, its RBAC -----------------------
+
+# Kubernetes v1.36's bootstrap ClusterRoles bound to the user system:kube-scheduler
+# (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go, the feature gates at their v1.36
+# defaults: DynamicResourceAllocation, DRAExtendedResource, DRAResourceClaimGranularStatusAuthorization
+# on; DRADeviceTaintRules, GenericWorkload off). (apiGroup, resource, verb, resourceName or "").
+_READ, _READ_UPDATE = ("get", "list", "watch"), ("get", "list", "watch", "update", "patch")
+_READ_WRITE = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+KUBE_SCHEDULER_V136 = {
+    *((group, "events", verb, "") for group in ("", "events.k8s.io") for verb in ("create", "update", "patch")),
+    ("coordination.k8s.io", "leases", "create", ""),
+    *(("coordination.k8s.io", "leases", verb, "kube-scheduler") for verb in ("get", "update", "list", "watch")),
+    *(("coordination.k8s.io", "leasecandidates", verb, "") for verb in _READ_WRITE),
+    *(("", "nodes", verb, "") for verb in _READ),
+    *(("", "pods", verb, "") for verb in ("get", "list", "watch", "delete")),
+    ("", "pods/binding", "create", ""), ("", "bindings", "create", ""),
+    ("", "pods/status", "patch", ""), ("", "pods/status", "update", ""),
+    *(("", resource, verb, "") for resource in ("services", "replicationcontrollers") for verb in _READ),
+    *((group, "replicasets", verb, "") for group in ("apps", "extensions") for verb in _READ),
+    *(("apps", "statefulsets", verb, "") for verb in _READ),
+    *(("policy", "poddisruptionbudgets", verb, "") for verb in _READ),
+    *(("", resource, verb, "") for resource in ("persistentvolumeclaims", "persistentvolumes") for verb in _READ),
+    ("authentication.k8s.io", "tokenreviews", "create", ""),
+    ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
+    *(("storage.k8s.io", resource, verb, "") for resource in ("csinodes", "volumeattachments", "csidrivers",
+                                                              "csistoragecapacities") for verb in _READ),
+    *(("", "namespaces", verb, "") for verb in _READ),
+    *(("resource.k8s.io", resource, verb, "") for resource in ("deviceclasses", "resourceslices") for verb in _READ),
+    *(("resource.k8s.io", resource, verb, "") for resource in ("resourceclaims", "resourceclaims/status")
+      for verb in _READ_UPDATE),
+    ("", "pods/finalizers", "update", ""),
+    ("resource.k8s.io", "resourceclaims", "create", ""), ("resource.k8s.io", "resourceclaims", "delete", ""),
+    ("resource.k8s.io", "resourceclaims/binding", "update", ""),
+    ("resource.k8s.io", "resourceclaims/binding", "patch", ""),
+}
+VOLUME_SCHEDULER = {
+    *(("", resource, verb, "") for resource in ("persistentvolumes", "persistentvolumeclaims")
+      for verb in _READ_UPDATE),
+    *(("storage.k8s.io", "storageclasses", verb, "") for verb in _READ),
+}
+STATIC_POD = ROOT / "manifests" / "placer-scheduler.yaml"
+STATIC_RBAC = ROOT / "manifests" / "placer-scheduler-rbac.yaml"
+
+
+def test_cluster_scheduler_mode(helm: str) -> None:
+    docs = render(helm, "clusterScheduler.enabled=true")
+    args = container(docs)["args"]
+    assert args[args.index("--leader-elect-resource-namespace"):] == [
+        "--leader-elect-resource-namespace", "kube-system", "--leader-elect-resource-name", "kube-scheduler"]
+    lease = {("Role", "coordination.k8s.io", "leases", "create", ""),
+             *(("Role", "coordination.k8s.io", "leases", verb, "kube-scheduler") for verb in ("get", "update"))}
+    assert permissions(docs) == CLUSTER_RULES | lease
+    assert one(docs, "Role")["metadata"]["namespace"] == "kube-system"
+    binding = one(docs, "RoleBinding")
+    assert binding["metadata"]["namespace"] == "kube-system"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SA, "namespace": NAMESPACE}]
+    profile_doc = one(docs, "SchedulerProfile")
+    assert profile_doc["metadata"]["name"] == "default-scheduler"
+    assert profile_doc["spec"] == {"schedulerName": "default-scheduler"}
+    assert schema_errors(profile_doc) == []
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    [term] = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert manifests.validate_docs(docs, "cluster scheduler") is not None
+    assert [str(f) for f in manifests.validate_docs(docs, "cluster scheduler") if f.error] == []
+
+
+def test_cluster_scheduler_values(helm: str) -> None:
+    values = yaml.safe_load(manifests.CI_CLUSTER_VALUES.read_text())["clusterScheduler"]
+    docs = render(helm, values=[manifests.CI_CLUSTER_VALUES])
+    args = container(docs)["args"]
+    assert args[args.index("--leader-elect-resource-namespace"):] == [
+        "--leader-elect-resource-namespace", values["leaseNamespace"], "--leader-elect-resource-name",
+        values["leaseName"]]
+    role = one(docs, "Role")
+    assert role["metadata"]["namespace"] == values["leaseNamespace"]
+    assert [r["resourceNames"] for r in role["rules"] if "resourceNames" in r] == [[values["leaseName"]]]
+    profile_doc = one(docs, "SchedulerProfile")
+    assert profile_doc["spec"] == {"schedulerName": "default-scheduler", **values["profileSpec"]}
+    assert schema_errors(profile_doc) == []
+    explicit = render(helm, "clusterScheduler.enabled=true", "priorityClassName=platform-critical")
+    assert one(explicit, "Deployment")["spec"]["template"]["spec"]["priorityClassName"] == "platform-critical"
+
+
+def test_cluster_scheduler_refuses_what_would_race(helm: str) -> None:
+    with pytest.raises(RuntimeError, match=r"clusterScheduler\.enabled needs leaderElection\.enabled"):
+        manifests.render(sets=["clusterScheduler.enabled=true", "leaderElection.enabled=false", "replicaCount=1"],
+                         helm=helm)
+    with pytest.raises(RuntimeError, match=r"clusterScheduler\.enabled renders that profile"):
+        manifests.render(sets=["clusterScheduler.enabled=true", "defaultProfile.enabled=true",
+                               "defaultProfile.schedulerName=default-scheduler"], helm=helm)
+    both = render(helm, "clusterScheduler.enabled=true", "defaultProfile.enabled=true")  # another name: fine
+    assert sorted(p["spec"]["schedulerName"] for p in of_kind(both, "SchedulerProfile")) == [
+        "default-scheduler", "placer"]
+
+
+def _probe(http_path: str, initial: int, timeout: int, failures: int, period: int) -> Doc:
+    return {"httpGet": {"host": "127.0.0.1", "path": http_path, "port": "probe-port", "scheme": "HTTP"},
+            "initialDelaySeconds": initial, "timeoutSeconds": timeout, "failureThreshold": failures,
+            "periodSeconds": period}
+
+
+def test_static_pod_is_laid_out_as_kubeadm_lays_out_kube_scheduler() -> None:
+    """cmd/kubeadm/app/phases/controlplane/manifests.go and util/staticpod: its probes' timings, the
+    kubeconfig's mount, the host network, the priority; Placer's own port, args and health paths."""
+    from placer.cli import build_parser, run_options
+
+    [pod] = manifests.load_docs(STATIC_POD.read_text())
+    assert (pod["apiVersion"], pod["kind"]) == ("v1", "Pod")
+    assert pod["metadata"] == {"name": "placer-scheduler", "namespace": "kube-system",
+                               "labels": {"component": "placer-scheduler", "tier": "control-plane"}}
+    spec = pod["spec"]
+    assert spec["hostNetwork"] is True
+    assert (spec["priorityClassName"], spec["priority"]) == ("system-node-critical", 2000001000)
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["kubeconfig"]["hostPath"] == {"path": "/etc/kubernetes/scheduler.conf", "type": "FileOrCreate"}
+    [c] = spec["containers"]
+    assert {"name": "kubeconfig", "mountPath": "/etc/kubernetes/scheduler.conf", "readOnly": True} in c["volumeMounts"]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert c["image"] == f"placer:{chart['appVersion']}" and "command" not in c
+    [port] = c["ports"]
+    assert port == {"name": "probe-port", "containerPort": 10269, "protocol": "TCP"}
+    assert c["livenessProbe"] == _probe("/livez", 10, 15, 8, 10)
+    assert c["readinessProbe"] == _probe("/readyz", 0, 15, 3, 1)
+    assert c["startupProbe"] == _probe("/livez", 10, 15, 24, 10)  # kubeadm's 4 minutes for a control plane
+    assert c["resources"]["requests"]["cpu"] == "100m"
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+    assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]] == ["metadata.name", "metadata.namespace"]
+    options = run_options(build_parser().parse_args(c["args"]))
+    assert options.kubeconfig == "/etc/kubernetes/scheduler.conf"
+    assert (options.metrics_host, options.metrics_port) == ("127.0.0.1", port["containerPort"])
+    assert (options.lease_namespace, options.lease_name, options.leader_elect) == ("kube-system", "kube-scheduler",
+                                                                                   True)
+    # the Lease is kube-scheduler's own, which system:kube-scheduler may already hold
+    assert {("coordination.k8s.io", "leases", verb, "kube-scheduler") for verb in ("get", "update")} <= (
+        KUBE_SCHEDULER_V136)
+    assert [str(f) for f in manifests.validate_docs([pod], "placer-scheduler.yaml") if f.error] == []
+
+
+def test_static_pod_rbac_is_exactly_what_kube_scheduler_lacks() -> None:
+    """Least privilege: the ClusterRole bound to system:kube-scheduler grants what Placer uses (the
+    chart's ClusterRole) and v1.36's system:kube-scheduler and system:volume-scheduler do not."""
+    docs = manifests.load_docs(STATIC_RBAC.read_text())
+    role, binding = one(docs, "ClusterRole"), one(docs, "ClusterRoleBinding")
+    granted = {(group, resource, verb, name) for (_, group, resource, verb, name) in permissions([role])}
+    needed = {(group, resource, verb, name) for (_, group, resource, verb, name) in CLUSTER_RULES}
+    held = KUBE_SCHEDULER_V136 | VOLUME_SCHEDULER
+    assert granted == needed - held
+    assert needed <= granted | held
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                    "name": "system:kube-scheduler"}]
+    assert [str(f) for f in manifests.validate_docs(docs, "placer-scheduler-rbac.yaml") if f.error] == []
 
 
 # ---- install.yaml and the CRD copy ------------------------------------------------------------

@@ -4,9 +4,14 @@ cluster), `placer import-config` (a kube-scheduler config as profiles) and `plac
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from placer.controller.options import Options
 
 EXIT_INVALID_INPUT = 2
 
@@ -16,6 +21,26 @@ def _positive(value: str) -> int:
     if number < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
     return number
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def duration(value: str) -> float:
+    """Seconds, from a Go duration as kube-scheduler's flags take it (`15s`, `1m30s`, `500ms`) or a
+    plain number of seconds."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION_PART.findall(text)
+        if not parts or "".join(number + unit for number, unit in parts) != text:
+            raise argparse.ArgumentTypeError(f"{value!r}: not a duration (e.g. 15s, 1m30s, 500ms)") from None
+        seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: must be more than 0")
+    return seconds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="leave out plugins and args Placer does not have, as comments, instead of failing")
     importer.add_argument("--shadow", action="store_true",
                           help="emit each profile as a Shadow of the kube-scheduler profile it came from")
+    importer.add_argument("--run-flags", action="store_true",
+                          help="print instead the `placer run` flags for the file's clientConnection and "
+                               "leaderElection (kube-scheduler's Lease unless it names another), one per line")
 
     explain = commands.add_parser(
         "explain", help="why a pod is pending or where it is, on the kubeconfig's cluster (read-only)")
@@ -56,8 +84,30 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the scheduler against the cluster")
     run.add_argument("--namespace", "-n", action="append", default=[], metavar="NS",
                      help="schedule pods of this namespace only (repeatable; default: all)")
-    run.add_argument("--metrics-port", type=int, default=8080, help="port of /healthz and /metrics (0: off)")
+    run.add_argument("--kubeconfig", metavar="FILE",
+                     help="the API server and credentials (default: $KUBECONFIG, in-cluster, ~/.kube/config); "
+                          "as the cluster's scheduler: /etc/kubernetes/scheduler.conf")
+    run.add_argument("--metrics-port", type=int, default=8080,
+                     help="port of /healthz, /livez, /readyz and /metrics (0: off)")
+    run.add_argument("--bind-address", default="0.0.0.0", metavar="ADDR",
+                     help="address that port listens on (default 0.0.0.0; 127.0.0.1 as a static pod on the host "
+                          "network, as kubeadm runs kube-scheduler)")
     run.add_argument("--no-leader-elect", action="store_true", help="run as the single instance, without a Lease")
+    run.add_argument("--leader-elect-resource-name", default="placer", metavar="NAME",
+                     help="the Lease to hold (default placer; kube-scheduler as the cluster's scheduler: taking "
+                          "over kube-scheduler's own Lease, never both active)")
+    run.add_argument("--leader-elect-resource-namespace", metavar="NS",
+                     help="its namespace (default $POD_NAMESPACE, else the service account's, else placer-system; "
+                          "kube-system as the cluster's scheduler)")
+    run.add_argument("--leader-elect-lease-duration", type=duration, default=15.0, metavar="DURATION",
+                     help="how long followers wait after the last renewal before taking over (default 15s)")
+    run.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0, metavar="DURATION",
+                     help="how long the leader tries to renew before it stops leading (default 10s)")
+    run.add_argument("--leader-elect-retry-period", type=duration, default=2.0, metavar="DURATION",
+                     help="between two attempts to acquire or renew (default 2s)")
+    run.add_argument("--kubelet-settle", type=duration, default=30.0, metavar="DURATION",
+                     help="how long a node whose kubelet refused a pod is counted as the kubelet counts it, at "
+                          "most (default 30s)")
     run.add_argument("--verbose", "-v", action="store_true", help="debug logs: where each pod went, top scores")
     return parser
 
@@ -110,6 +160,11 @@ def _import_config(args: argparse.Namespace) -> int:
         print(f"placer import-config: {source} cannot be imported{hint}:\n{describe(result.problems)}",
               file=sys.stderr)
         return EXIT_INVALID_INPUT
+    if args.run_flags:
+        sys.stdout.write("".join(flag + "\n" for flag in result.run_flags))
+        for note in result.run_notes:
+            print(f"placer import-config: note: {note}", file=sys.stderr)
+        return 0
     sys.stdout.write(render(result, source, shadow=args.shadow))
     return 0
 
@@ -133,6 +188,31 @@ def _explain(args: argparse.Namespace) -> int:
     return asyncio.run(run_explain(options, sys.stdout, sys.stderr))
 
 
+def run_options(args: argparse.Namespace) -> Options:
+    """`placer run`'s flags as the operator's Options; exits 2 (argparse) on an impossible combination."""
+    from placer.controller.options import Options
+
+    extra = {} if args.leader_elect_resource_namespace is None else {
+        "lease_namespace": args.leader_elect_resource_namespace}
+    if not 0 < args.leader_elect_retry_period < args.leader_elect_renew_deadline < args.leader_elect_lease_duration:
+        build_parser().error("run: need --leader-elect-retry-period < --leader-elect-renew-deadline < "
+                             "--leader-elect-lease-duration")
+    return Options(
+        namespaces=tuple(args.namespace),
+        kubeconfig=args.kubeconfig,
+        metrics_port=args.metrics_port,
+        metrics_host=args.bind_address,
+        leader_elect=not args.no_leader_elect,
+        lease_name=args.leader_elect_resource_name,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        kubelet_settle=args.kubelet_settle,
+        verbose=args.verbose,
+        **extra,
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         from placer.controller.main import run
@@ -140,12 +220,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"placer run: {error}", file=sys.stderr)
         return 1
 
-    return run(
-        namespaces=args.namespace,
-        metrics_port=args.metrics_port,
-        leader_elect=not args.no_leader_elect,
-        verbose=args.verbose,
-    )
+    return run(run_options(args))
 
 
 def _load_plugins(command: str) -> bool:

@@ -24,6 +24,15 @@ written for v1.24, is read the same way, with v1.36's default plugins):
    `pluginConfig` args go on each entry of that plugin; `percentageOfNodesToScore` is the profile's,
    else the global one.
 
+The file's process settings become `placer run`'s flags (`ImportResult.run_flags`, a `# run as:`
+comment above the first profile, or `--run-flags` alone): `clientConnection.kubeconfig` is
+`--kubeconfig`, and `leaderElection` is kube-scheduler's Lease (`kube-system/kube-scheduler` unless
+the file names another) with its timings, so that Placer run with them takes over the Lease
+kube-scheduler held and the two are never active together (`docs/replace-kube-scheduler.md`);
+`leaderElect: false` is `--no-leader-elect`; a lock other than `leases` is a problem. A client-side
+rate limit (`qps`, `burst`) has no counterpart in Placer: said in a note. `parallelism`, profiling
+and the other process settings are left out.
+
 What Placer does by itself (`IMPLICIT`) is accepted and left out (so is kube's `GangScheduling` at
 `preEnqueue` only: Placer's queue holds every group's pods until `minCount` exist); `NodeReady` is put before
 `TaintToleration` (kube keeps NotReady nodes out through the node lifecycle controller's
@@ -183,6 +192,14 @@ OPERATIONAL = frozenset({
     "parallelism", "leaderElection", "clientConnection", "enableProfiling", "enableContentionProfiling",
     "delayCacheUntilActive", "healthzBindAddress", "metricsBindAddress",
 })
+# kube-scheduler's leader election defaults (`pkg/scheduler/apis/config/v1/defaults.go`): as the
+# cluster's scheduler, Placer holds the same Lease, so the two are never active together
+KUBE_LEADER_ELECTION = {"resourceNamespace": "kube-system", "resourceName": "kube-scheduler"}
+_LEASE_TIMINGS = (("leaseDuration", "--leader-elect-lease-duration"),
+                  ("renewDeadline", "--leader-elect-renew-deadline"), ("retryPeriod", "--leader-elect-retry-period"))
+# clientConnection fields Placer has no counterpart of (it sets no client-side rate limit, speaks JSON)
+_CLIENT_DEFAULTS = {"qps": 50, "burst": 100, "contentType": "application/vnd.kubernetes.protobuf",
+                    "acceptContentTypes": ""}
 # Placer's queue backoff (API.md §3): 1 s doubling to 10 s, as kube's defaults
 BACKOFF = {"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 10}
 
@@ -217,6 +234,10 @@ class ImportResult:
     api_version: str
     profiles: list[ImportedProfile]
     problems: list[ImportProblem]  # not skipped: the import fails
+    # `placer run`'s flags for the file's process settings (clientConnection, leaderElection), and
+    # what of them Placer does otherwise
+    run_flags: list[str] = field(default_factory=list)
+    run_notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -683,6 +704,56 @@ def _weight(name: str, score: _Set, multi_point: _Set) -> int:
     return 1
 
 
+def _section(top: _Importer, document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = document.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        top.fail(key, f"must be an object, not {_type(value)}")
+        return {}
+    return value
+
+
+def _run_flags(top: _Importer, document: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """`placer run`'s flags that reproduce the file's process settings: its kubeconfig, and its leader
+    election (kube-scheduler's Lease unless the file names another: Placer then takes over the Lease
+    kube-scheduler held, never active beside it); and notes on the settings Placer does otherwise."""
+    flags: list[str] = []
+    notes: list[str] = []
+    client = _section(top, document, "clientConnection")
+    kubeconfig = client.get("kubeconfig")
+    if isinstance(kubeconfig, str) and kubeconfig:
+        flags += ["--kubeconfig", kubeconfig]
+    elif kubeconfig not in (None, ""):
+        top.fail("clientConnection.kubeconfig", f"must be a path, not {_type(kubeconfig)}")
+    different = sorted(key for key, default in _CLIENT_DEFAULTS.items() if key in client and client[key] != default)
+    if different:
+        notes.append(f"clientConnection.{', '.join(different)}: Placer sets no client-side rate limit and speaks "
+                     "JSON; the API server's priority and fairness applies to it as to any client")
+    election = _section(top, document, "leaderElection")
+    if election.get("leaderElect") is False:
+        return [*flags, "--no-leader-elect"], notes
+    lock = election.get("resourceLock")
+    if lock not in (None, "", "leases"):
+        top.unsupported("leaderElection.resourceLock", f"{lock!r}: Placer elects its leader on a Lease (leases)")
+    for key, flag in (("resourceNamespace", "--leader-elect-resource-namespace"),
+                      ("resourceName", "--leader-elect-resource-name")):
+        value = election.get(key) or KUBE_LEADER_ELECTION[key]
+        if not isinstance(value, str):
+            top.fail(f"leaderElection.{key}", f"must be a string, not {_type(value)}")
+            continue
+        flags += [flag, value]
+    for key, flag in _LEASE_TIMINGS:
+        value = election.get(key)
+        if value is None:
+            continue
+        if not _go_duration(value):
+            top.fail(f"leaderElection.{key}", f"{value!r}: not a duration (e.g. 15s)")
+            continue
+        flags += [flag, value]
+    return flags, notes
+
+
 def import_config(document: Any, *, skip_unknown: bool = False, where: str = "") -> ImportResult:
     """A parsed KubeSchedulerConfiguration as SchedulerProfiles; ConfigError when it is not one."""
     prefix = f"{where}: " if where else ""
@@ -704,6 +775,7 @@ def import_config(document: Any, *, skip_unknown: bool = False, where: str = "")
                 top.unsupported(key, "Placer calls no scheduler extenders")
         else:
             top.fail(key, "unknown field")
+    run_flags, run_notes = _run_flags(top, document)
     profiles_raw = document.get("profiles")
     if profiles_raw is None or profiles_raw == []:
         profiles_raw = [{}]
@@ -728,7 +800,7 @@ def import_config(document: Any, *, skip_unknown: bool = False, where: str = "")
         profiles[0].skipped[:0] = top.skipped
     if where:
         problems = [ImportProblem(f"{where}: {p.where}", p.message) for p in problems]
-    return ImportResult(api_version, profiles, problems)
+    return ImportResult(api_version, profiles, problems, run_flags, run_notes)
 
 
 def import_text(text: str, *, skip_unknown: bool = False, source: str = "<config>") -> ImportResult:
@@ -759,10 +831,16 @@ def render(result: ImportResult, source: str, *, shadow: bool = False) -> str:
     """The profiles as YAML documents, each under comments saying where it came from and what was
     left out or added."""
     out: list[str] = []
-    for imported in result.profiles:
+    for index, imported in enumerate(result.profiles):
         document = as_shadow(imported.document) if shadow else imported.document
         lines = [f"# Imported by `placer import-config` from {source}, {imported.source} ({result.api_version}),",
                  "# with kube-scheduler v1.36's default plugins and multiPoint expansion."]
+        if index == 0 and result.run_flags and not shadow:
+            lines += textwrap.wrap("placer run " + " ".join(result.run_flags), 100, initial_indent="# run as: ",
+                                   subsequent_indent="#   ", break_on_hyphens=False, break_long_words=False)
+            for note in result.run_notes:
+                lines += textwrap.wrap(note, 100, initial_indent="# run note: ", subsequent_indent="#   ",
+                                       break_on_hyphens=False, break_long_words=False)
         for label, items in (("note", imported.notes), ("skipped", [str(p) for p in imported.skipped])):
             for item in items:
                 lines += textwrap.wrap(item, 100, initial_indent=f"# {label}: ", subsequent_indent="#   ",

@@ -58,14 +58,15 @@ def test_run_reports_an_unexpected_stop_as_one_log_record_and_exit_1(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from placer.controller import main
+    from placer.controller.options import Options
 
-    async def failing(options: object) -> None:
+    async def failing(options: object, **_: object) -> None:
         raise RuntimeError("watcher for pods.v1@None has failed")
 
     monkeypatch.setattr(main, "configure_logging", lambda verbose: None)
     monkeypatch.setattr(main, "operate", failing)
     with caplog.at_level(logging.INFO, logger="placer"):
-        assert main.run((), 0, False, False) == 1
+        assert main.run(Options(metrics_port=0, leader_elect=False)) == 1
     [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert record.getMessage() == "placer stopped on an error" and record.exc_info is not None
 
@@ -77,12 +78,13 @@ def test_placer_run_sets_the_collector_for_a_long_running_service() -> None:
     script = (
         "import gc\n"
         "from placer.controller import main\n"
+        "from placer.controller.options import Options\n"
         "calls = []\n"
         "async def fake(options): calls.append(options)\n"
         "main.operate = fake\n"
         "main.configure_logging = lambda verbose: None\n"
         "assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0\n"
-        "assert main.run((), 0, False, False) == 0 and calls\n"
+        "assert main.run(Options(metrics_port=0, leader_elect=False)) == 0 and calls\n"
         "assert gc.get_threshold() == main.GC_THRESHOLDS and gc.get_freeze_count() > 100_000\n"
         "print('ok')\n"
     )

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+from placer.controller.lifecycle.health import HealthChecks
 
 from tests.controller.helpers import OperatorThread, until
 from tests.controller.helpers import profile_ready as ready
@@ -265,6 +266,52 @@ async def test_healthz_and_metrics(kube_emulator: KubeEmulator, launch: Start) -
             code, reason = await _poll(lambda: get("/healthz"), lambda r: r[0] == 500, timeout=5)
             assert "API server not answering" in reason
         await _poll(lambda: get("/healthz"), lambda r: r[0] == 200, timeout=5)
+
+
+async def test_livez_and_readyz_as_a_control_plane_component(kube_emulator: KubeEmulator, launch: Start) -> None:
+    """kube-scheduler's endpoints: /livez for the liveness and startup probes (the process works), /readyz
+    for readiness (synced, watching, the API server answering, not shutting down), each a list of named
+    checks with ?verbose, ?exclude and /readyz/NAME."""
+    emu = kube_emulator
+    emu.add_node("n1")
+    emu.create("sp", {"metadata": {"name": "p"}, "spec": {"schedulerName": "placer"}})
+    port = _free_port()
+    await launch(metrics_port=port, metrics_host="127.0.0.1", health_window=1.0, health_ping_interval=0.2)
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as session:
+        async def get(path: str) -> tuple[int, str]:
+            async with session.get(base + path) as response:
+                return response.status, await response.text()
+
+        assert await _poll(lambda: get("/readyz"), lambda r: r[0] == 200) == (200, "ok\n")
+        assert await get("/livez") == (200, "ok\n")
+        code, text = await get("/readyz?verbose")
+        assert code == 200 and text.splitlines() == [
+            "[+]ping ok", "[+]tasks ok", "[+]started ok", "[+]watches ok", "[+]informer-sync ok",
+            "[+]api-server ok", "[+]shutdown ok", "readyz check passed"]
+        assert (await get("/livez?verbose"))[1].splitlines() == ["[+]ping ok", "[+]tasks ok", "livez check passed"]
+        assert await get("/readyz/informer-sync") == (200, "ok\n")
+        async with emu.unreachable():
+            code, text = await _poll(lambda: get("/readyz"), lambda r: r[0] == 500, timeout=5)
+            assert "[-]api-server failed: API server not answering" in text
+            assert "[+]informer-sync ok" in text and text.endswith("readyz check failed\n")
+            assert (await get("/readyz/api-server"))[0] == 500
+            assert await get("/readyz?exclude=api-server") == (200, "ok\n")
+            assert await get("/livez") == (200, "ok\n")  # not a reason to restart
+            assert (await get("/healthz"))[0] == 500
+        await _poll(lambda: get("/readyz"), lambda r: r[0] == 200, timeout=5)
+
+
+def test_readyz_says_when_shutting_down() -> None:
+    """kube's `shutdown` check: once told to stop, not ready (still alive, still healthy)."""
+    stopping = False
+    checks = HealthChecks(dict, started=lambda: True, unserved=list, synced=lambda: True, client=None, window=60.0,
+                          stopping=lambda: stopping)
+    assert checks.first_failure() == (True, "ok") and [c() for _, c in checks.readyz] == [None] * 7
+    stopping = True
+    assert dict((name, check()) for name, check in checks.readyz)["shutdown"] == "process is shutting down"
+    assert checks.first_failure() == (True, "ok")  # /healthz does not check it
+    assert [c() for _, c in checks.livez] == [None, None]
 
 
 async def _poll(call: Callable[[], Awaitable[Any]], accept: Callable[[Any], bool], timeout: float = 5.0) -> Any:

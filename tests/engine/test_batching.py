@@ -410,3 +410,35 @@ def test_a_node_no_pod_may_go_to_stays_out_when_its_room_is_freed() -> None:
     decision = twins.schedule(default_pod("p3"))
     assert batched.batched_pods == 2
     assert decision.node == "c"
+
+
+def test_a_kubelets_refusal_and_a_not_ready_node_are_seen_through_a_batch() -> None:
+    """What kubelet_admission withholds (room, a held node) changes what the next pod of the same
+    signature may take, and NodeReady's answer depends on the condition taints a pod tolerates: the
+    batching engine decides as the full one."""
+    from placer.engine.kubelet_admission import rejection_of, withhold
+
+    twins = Twins(nodes=[node(f"n{i}", cpu="4", memory="16Gi") for i in range(4)]
+                  + [node("fresh", cpu="64", memory="256Gi", ready=False)])
+    for index in range(3):
+        twins.schedule(default_pod(f"before-{index}"))
+    refused = {"phase": "Failed", "reason": "OutOfcpu", "message": "Pod was rejected: Node didn't have enough "
+               "resource: cpu, requested: 100, used: 3950, capacity: 4000"}
+    rejection = rejection_of(refused)
+    assert rejection is not None
+    target = twins.schedule(default_pod("probe")).node
+    assert target is not None
+    twins.each(lambda cluster: withhold(cluster, parse_pod(default_pod("probe", node_name=target)), target,
+                                        rejection))
+    after = [twins.schedule(default_pod(f"after-{index}")).node for index in range(3)]
+    assert target not in after
+    held = rejection_of({**refused, "reason": "NodeAffinity", "message": "Pod was rejected: Predicate NodeAffinity "
+                         "failed: node(s) didn't match Pod's node affinity/selector"})
+    assert held is not None
+    twins.each(lambda cluster: withhold(cluster, parse_pod(default_pod("x", node_name="n0")), "n0", held))
+    assert "n0" not in [twins.schedule(default_pod(f"later-{index}")).node for index in range(3)]
+    tolerating = [twins.schedule(default_pod(f"cni-{index}", tolerations=[{"operator": "Exists"}])).node
+                  for index in range(2)]
+    assert tolerating == ["fresh", "fresh"]
+    assert twins.schedule(default_pod("plain")).node != "fresh"
+    assert twins.batched > 0  # the batching engine did reuse work along the way

@@ -16,7 +16,7 @@ import datetime as dt
 import gc
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -109,17 +109,15 @@ def tune_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def run(namespaces: Sequence[str], metrics_port: int, leader_elect: bool, verbose: bool) -> int:
-    """`placer run`: the operator until SIGTERM/SIGINT; 1 when it cannot start."""
+def run(options: Options) -> int:
+    """`placer run` with the CLI's options: the operator until SIGTERM/SIGINT; 1 when it cannot start."""
     tune_collector()
-    configure_logging(verbose)
-    options = Options(
-        namespaces=tuple(namespaces), metrics_port=metrics_port, leader_elect=leader_elect, verbose=verbose
-    )
+    configure_logging(options.verbose)
+    namespaces = options.namespaces
     logger.info(
         "starting placer (%s, leader election %s, identity %s)",
         "namespaces " + ",".join(namespaces) if namespaces else "all namespaces",
-        f"on lease {options.lease_namespace}/{options.lease_name}" if leader_elect else "off",
+        f"on lease {options.lease_namespace}/{options.lease_name}" if options.leader_elect else "off",
         options.identity,
     )
     try:

@@ -219,6 +219,16 @@ class Metrics:
             "delete was refused, abandoned: the preemptor was deleted, bound or displaced meanwhile, or "
             "leadership was lost).",
         )
+        self.kubelet_rejections = Counter(
+            "placer_kubelet_rejections_total",
+            "Pods Placer bound that the node's kubelet refused (admission: OutOfcpu, OutOfmemory, OutOfpods, "
+            "NodeAffinity, UnexpectedAdmissionError...), by profile and the kubelet's reason.",
+        )
+        self.kubelet_withheld = Gauge(
+            "placer_kubelet_withheld_nodes",
+            "Nodes counted as their kubelet counts them after a refusal, until the watch explains it or the "
+            "settle time passes, by kind (amounts: resources or host ports withheld; held: the node held whole).",
+        )
         self.leader = Gauge("placer_leader", "1 while this instance holds the leader Lease (or runs without one).")
         self.reports_dropped = Counter(
             "placer_reports_dropped_total", "Events and condition writes dropped because their queue was full."
@@ -246,7 +256,8 @@ class Metrics:
         self._all: list[_Metric] = [
             self.attempts, self.attempt_duration, self.pending, self.reloads, self.profile_ready, self.bindings,
             self.volume_binds,
-            self.volume_binds_waiting, self.preemptions, self.preemption_victims, self.leader,
+            self.volume_binds_waiting, self.preemptions, self.preemption_victims, self.kubelet_rejections,
+            self.kubelet_withheld, self.leader,
             self.reports_dropped, self.api_errors, self.shadow_decisions, self.shadow_late, self.shadow_dropped,
             self.shadow_waiting,
         ]

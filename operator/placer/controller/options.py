@@ -75,6 +75,11 @@ class Options:
     shadow_memory: int = 10_000
     shadow_status_interval: float = 5.0
 
+    # a node whose kubelet refused a pod is counted as that kubelet counts it until pods in the watch
+    # explain the difference, its Node object changes, or this many seconds pass
+    # (placer.controller.informers.kubelet_rejections)
+    kubelet_settle: float = 30.0
+
     # NodeMetrics for NodeUtilization, polled only while an active profile uses it
     metrics_poll_interval: float = 15.0
 

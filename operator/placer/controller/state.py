@@ -37,10 +37,11 @@ from placer.controller.informers.catalog import CatalogFeed
 from placer.controller.informers.group_kinds import GroupKinds
 from placer.controller.informers.groups import GroupMembers
 from placer.controller.informers.informer import Informer, WatchTimings
+from placer.controller.informers.kubelet_rejections import FAILED_PODS_SELECTOR, KubeletRejections
 from placer.controller.informers.node_metrics import NodeMetricsPoller
 from placer.controller.informers.nominations import Nominations
 from placer.controller.lifecycle.api_health import ApiHealth
-from placer.controller.lifecycle.health import HealthServer, health
+from placer.controller.lifecycle.health import HealthChecks, HealthServer
 from placer.controller.lifecycle.leader import LeaderElector
 from placer.controller.metrics import Metrics
 from placer.controller.options import Options
@@ -110,10 +111,16 @@ class SchedulerState:
         # ------------------------------------------------------------- the cache the informers feed
         self.nominations = Nominations(cluster, self.profiles.active, self.wake)
         self.groups = GroupMembers(cluster)
+        # pods a kubelet refused: reported, their nodes counted as the kubelet counts them a while
+        self.kubelet_rejections = KubeletRejections(
+            cluster, pod_ended=lambda pod: self.cache.pod_seen(pod), active=self.profiles.active,
+            reporter=self.reporter, metrics=metrics, wake=self.wake, is_leader=self.is_leader,
+            settle=options.kubelet_settle,
+        )
         self.cache = ClusterCache(
             cluster, queue, scheduler, profiles=self.profiles, reporter=self.reporter, shadows=self.shadows,
             nominations=self.nominations, groups=self.groups, wake=self.wake, wakeup=self.wakeup,
-            is_leader=self.is_leader,
+            is_leader=self.is_leader, on_gone=self.kubelet_rejections.gone,
         )
         self.api = ApiHealth(kube, on_back=self.wake, backoff=options.initial_backoff,
                              max_backoff=options.max_backoff, ping_interval=options.health_ping_interval)
@@ -149,6 +156,7 @@ class SchedulerState:
             changes=self.binding_changes, wakeup=self.wakeup, is_leader=self.is_leader,
             unreachable=self.api.unreachable, pre_bind_timeout=options.pre_bind_timeout, slots=slots,
             stopping=stopping, clear_nomination=self.preemptions.clear, nominate=self.preemptions.expect,
+            bound=self.kubelet_rejections.bound,
         )
         self.group_status = GroupStatusWriter(kube, cluster.catalog, self.is_leader)
         self.loop = SchedulingLoop(
@@ -169,6 +177,10 @@ class SchedulerState:
         )
         self._health: HealthServer | None = None
         self._stopped = False
+        self.health_checks = HealthChecks(
+            lambda: self.tasks, started=lambda: self.started, unserved=self._unserved, synced=lambda: self.synced,
+            client=self.kube, window=options.health_window, stopping=lambda: self._stopped,
+        )
 
     # ----------------------------------------------------------------- the informers
 
@@ -198,6 +210,9 @@ class SchedulerState:
         for path in _paths(pods, options.namespaces):
             add(path, path, self.cache.observe_pod, self.cache.pod_deleted, query=[("fieldSelector", PODS_SELECTOR)],
                 file_after=classes_listed)
+            # the pods that end Failed on a node: a kubelet's refusal says so there (kubelet_rejections)
+            add(f"failed {path}", path, self.kubelet_rejections.failed, _ignore,
+                query=[("fieldSelector", FAILED_PODS_SELECTOR)])
         return informers
 
     async def _run_informers(self) -> None:
@@ -257,11 +272,12 @@ class SchedulerState:
     def synced(self) -> bool:
         return self.terms.synced_once
 
+    def _unserved(self) -> list[str]:
+        return ["schedulerprofiles"] if self.informers["schedulerprofiles"].serving is False else []
+
     def health(self) -> tuple[bool, str]:
-        profiles = self.informers["schedulerprofiles"]
-        unserved = ["schedulerprofiles"] if profiles.serving is False else []
-        return health(self.tasks, started=self.started, synced=self.synced, client=self.kube,
-                      window=self.options.health_window, unserved=unserved)
+        """/healthz's answer (`HealthChecks.first_failure`)."""
+        return self.health_checks.first_failure()
 
     # ----------------------------------------------------------------- start and stop
 
@@ -285,7 +301,8 @@ class SchedulerState:
         for name, job in jobs.items():
             self.tasks[name] = asyncio.create_task(job, name=f"placer: {name}")
         if self.options.metrics_port:
-            self._health = HealthServer(self.health, self.metrics, self.options.metrics_host, self.options.metrics_port)
+            self._health = HealthServer(self.health_checks, self.metrics, self.options.metrics_host,
+                                        self.options.metrics_port)
             await self._health.start()
         self.started = True
 
@@ -323,6 +340,7 @@ class SchedulerState:
     async def close(self) -> None:
         """After Kopf returned (or was cancelled): whatever is left, the health server, the client."""
         await self.stop()
+        self.kubelet_rejections.close()
         if self._health is not None:
             await self._health.stop()
         if self.kube is not None:
@@ -333,6 +351,10 @@ def _paths(kind: Kind, namespaces: tuple[str, ...]) -> list[str]:
     if kind.namespaced and namespaces:
         return [kind.path(namespace) for namespace in namespaces]
     return [kind.path()]
+
+
+def _ignore(raw: Any) -> None:
+    """A failed pod deleted: nothing to do (the pod informer said it left its node)."""
 
 
 def _profiles_served(served: bool) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "PodTracker",
     "SlotColumns",
     "TopologyDomains",
+    "Withheld",
 ]
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = 0, 1, 2, 3
@@ -56,6 +57,28 @@ class PodRecord:
     pod: PodInfo
     node: str
     assumed: bool
+
+
+@dataclass(slots=True)
+class Withheld:
+    """Room a node's kubelet counts as taken that no pod in the watch explains yet: after a kubelet
+    refused a pod for lack of it (`placer.engine.kubelet_admission`), counted in the node's
+    `requested` (and its host ports) as if a pod held it, until pods arriving on the node in the
+    watch explain it (`explain`) or it is released."""
+
+    amounts: dict[str, int]  # resource -> amount (cpu in millicores, "pods" a count)
+    ports: tuple[tuple[str, str, int], ...] = ()
+    serial: int = 0  # which withholding this is (a release names the one it meant)
+
+    def explain(self, pod: PodInfo) -> bool:
+        """A pod arrived on the node (the watch shows it bound there): what it holds is part of what
+        the kubelet counted. True when nothing is left unexplained."""
+        for name in self.amounts:
+            self.amounts[name] -= 1 if name == "pods" else pod.requests.get(name, 0)
+        self.amounts = {name: amount for name, amount in self.amounts.items() if amount > 0}
+        if self.ports and pod.host_ports:
+            self.ports = tuple(port for port in self.ports if port not in pod.host_ports)
+        return not self.amounts and not self.ports
 
 
 class SlotColumns:
@@ -244,6 +267,12 @@ class ClusterState:
         self.catalog = Catalog()
         # pods nominated to a node by preemption, waiting for their victims to go: key -> (pod, node)
         self.nominated: dict[str, tuple[PodInfo, str]] = {}
+        # what nodes' kubelets count that the watch does not show yet (a kubelet refused a pod for
+        # it: `placer.engine.kubelet_admission`), and the nodes held whole after a refusal that no
+        # amount explains, until their Node object changes or the hold is released
+        self.withheld: dict[str, Withheld] = {}
+        self.held: dict[str, int] = {}  # node -> serial of the hold
+        self._withheld_serial = 0
         self._zones: dict[str, list[int]] = {}
         self._scan_order: np.ndarray | None = None
         self._name_rank: np.ndarray | None = None
@@ -274,13 +303,19 @@ class ClusterState:
             keep_zone = old is not None and _zone_key(old.labels) == _zone_key(node.labels)
             self._unset_static(slot, old, keep_zone)
             self.nodes[slot] = node
+            self.held.pop(node.name, None)  # the node changed: the kubelet's view and ours meet again
             self._set_static(slot, node, keep_zone)
+            if node.name in self.withheld and (old is None or old.allocatable != node.allocatable):
+                self._set_withheld(node.name, None)  # what the kubelet left free was of another allocatable
         else:
             slot = self._allocate_slot(node.name)
             self.nodes[slot] = node
             self._set_static(slot, node)
             for key in self.pods_by_node.get(node.name, ()):
                 self._account(self.pods[key], +1)
+            withheld = self.withheld.get(node.name)
+            if withheld is not None:
+                self._apply_withheld(slot, withheld, +1)
         self.static_version += 1
         self.version += 1
         return True
@@ -408,7 +443,7 @@ class ClusterState:
         return column[: self.size]
 
     def _set_static(self, slot: int, node: NodeInfo, keep_zone: bool = False) -> None:
-        self.unschedulable[slot] = node.unschedulable
+        self.unschedulable[slot] = node.unschedulable or node.name in self.held
         self.ready[slot] = node.ready
         self.allocatable[slot] = 0
         for name, amount in node.allocatable.items():
@@ -529,6 +564,8 @@ class ClusterState:
                     tracker.account(pod, slot, +1)
             self._logged(slot, pod)
             return
+        if self.withheld and (record is None or record.node != pod.node_name):
+            self._explain(pod)  # a pod the watch shows arriving on its node
         self._record(PodRecord(pod, pod.node_name, assumed=False))
 
     def assume(self, pod: PodInfo, node_name: str) -> None:
@@ -579,6 +616,103 @@ class ClusterState:
             return []
         log = self._pod_log
         return [log[i] for i in range(len(log) - count, len(log))]
+
+    # ----------------------------------------------------------------- what the kubelets count
+
+    def withhold(
+        self, node_name: str, amounts: dict[str, int], ports: Sequence[tuple[str, str, int]] = ()
+    ) -> int:
+        """Count `amounts` (and `ports`) as taken on a node until explained or released: a kubelet's
+        view that the watch has not caught up with. Each resource given replaces what was withheld of
+        it; ports add up. Returns the withholding's serial (for `release_withheld`)."""
+        old = self.withheld.get(node_name)
+        if old is not None:
+            amounts = {**old.amounts, **amounts}
+            ports = (*old.ports, *(port for port in ports if port not in old.ports))
+        amounts = {name: amount for name, amount in amounts.items() if amount > 0}
+        self._withheld_serial += 1
+        withheld = Withheld(amounts, tuple(ports), self._withheld_serial)
+        self._set_withheld(node_name, withheld if amounts or ports else None)
+        return withheld.serial
+
+    def release_withheld(self, node_name: str, serial: int | None = None) -> bool:
+        """Stop counting what is withheld on a node (only the withholding `serial`, when given: a
+        later one replaced it meanwhile). True when something was released."""
+        withheld = self.withheld.get(node_name)
+        if withheld is None or (serial is not None and withheld.serial != serial):
+            return False
+        self._set_withheld(node_name, None)
+        return True
+
+    def hold_node(self, node_name: str) -> int:
+        """Keep pods off a node (as if cordoned: NodeUnschedulable) until its Node object changes or
+        the hold is released: its kubelet refuses pods for a reason no amount explains."""
+        self._withheld_serial += 1
+        self.held[node_name] = self._withheld_serial
+        self._restatic(node_name)
+        return self._withheld_serial
+
+    def release_node(self, node_name: str, serial: int | None = None) -> bool:
+        if node_name not in self.held or (serial is not None and self.held[node_name] != serial):
+            return False
+        del self.held[node_name]
+        self._restatic(node_name)
+        return True
+
+    def _restatic(self, node_name: str) -> None:
+        slot = self.index.get(node_name)
+        node = None if slot is None else self.nodes[slot]
+        if slot is not None and node is not None:
+            self.unschedulable[slot] = node.unschedulable or node_name in self.held
+        self.static_version += 1
+        self.version += 1
+
+    def _set_withheld(self, node_name: str, withheld: Withheld | None) -> None:
+        slot = self.index.get(node_name)
+        old = self.withheld.pop(node_name, None)
+        if old is not None and slot is not None:
+            self._apply_withheld(slot, old, -1)
+        if withheld is not None:
+            self.withheld[node_name] = withheld
+            if slot is not None:
+                self._apply_withheld(slot, withheld, +1)
+        self.version += 1
+
+    def _explain(self, pod: PodInfo) -> None:
+        withheld = self.withheld.get(pod.node_name)
+        if withheld is None:
+            return
+        slot = self.index.get(pod.node_name)
+        if slot is not None:
+            self._apply_withheld(slot, withheld, -1)
+        if withheld.explain(pod):
+            del self.withheld[pod.node_name]
+        elif slot is not None:
+            self._apply_withheld(slot, withheld, +1)
+
+    def _apply_withheld(self, slot: int, withheld: Withheld, sign: int) -> None:
+        for name, amount in withheld.amounts.items():
+            column = self.resource_column(name)
+            self.requested[slot, column] += sign * amount
+            if column in (CPU, MEMORY):
+                self.nonzero_requested[slot, column] += sign * amount
+        if withheld.ports:
+            ports = self.node_ports.setdefault(slot, Counter())
+            ports.update({port: sign for port in withheld.ports})
+            if not +ports:
+                del self.node_ports[slot]
+            else:
+                self.node_ports[slot] = +ports
+
+    def own_requested(self, node_name: str, resource: str) -> int:
+        """What the pods counted on a node request of a resource ("pods": how many), without what
+        is withheld there."""
+        slot = self.index.get(node_name)
+        column = self.resource_index.get(resource)
+        if slot is None or column is None:
+            return 0
+        withheld = self.withheld.get(node_name)
+        return int(self.requested[slot, column]) - (withheld.amounts.get(resource, 0) if withheld else 0)
 
     # ----------------------------------------------------------------- what-ifs
 

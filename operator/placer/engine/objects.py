@@ -199,6 +199,9 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = False
+    # the Ready condition is Unknown (the kubelet stopped posting): the node lifecycle controller's
+    # taint is then `node.kubernetes.io/unreachable`, else (False, missing) `node.kubernetes.io/not-ready`
+    unreachable: bool = False
     allocatable: dict[str, int] = field(default_factory=dict)
     # (names, sizeBytes) for each image in status.images
     images: tuple[tuple[tuple[str, ...], int], ...] = ()

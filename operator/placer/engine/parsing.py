@@ -756,11 +756,12 @@ def _pod_group_name(raw: Any) -> str:
     return name
 
 
-def _node_ready(status: Mapping[str, Any]) -> bool:
+def _node_ready(status: Mapping[str, Any]) -> str:
+    """The Ready condition's status ("True", "False", "Unknown"), "" when the node has none."""
     for condition in status.get("conditions") or []:
         if is_mapping(condition) and condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+            return str(condition.get("status") or "")
+    return ""
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
@@ -795,6 +796,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
                 raise FieldError(f"status.images[{i}].sizeBytes", "must be an integer")
             images.append((names, size))
         declared_features = frozenset(_strings(status.get("declaredFeatures"), "status.declaredFeatures"))
+        ready = _node_ready(status)
     except FieldError as error:
         raise ObjectError(error.path, error.message) from None
     return NodeInfo(
@@ -803,7 +805,8 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
         labels=labels,
         taints=tuple(taints),
         unschedulable=bool(spec.get("unschedulable")),
-        ready=_node_ready(status),
+        ready=ready == "True",
+        unreachable=ready == "Unknown",
         allocatable=allocatable,
         images=tuple(images),
         annotations=annotations,

@@ -107,6 +107,7 @@ class BindingCycles:
         stopping: asyncio.Event,
         clear_nomination: Callable[[PodInfo, tuple[str, str] | None], None],
         nominate: Callable[[PodInfo, str], Awaitable[None]] | None = None,
+        bound: Callable[[PodInfo], None] = lambda pod: None,
     ) -> None:
         self.scheduler = scheduler
         self.cluster = cluster
@@ -124,6 +125,7 @@ class BindingCycles:
         self.stopping = stopping
         self.clear_nomination = clear_nomination
         self.nominate = nominate  # writes a pod's nominatedNodeName (None: never, e.g. in unit tests)
+        self.bound = bound  # a pod this operator bound (a kubelet's refusal of it is Placer's to report)
         self._expected: set[str] = set()  # pods this binding cycle nominated to their node
         self._binds: set[asyncio.Task[None]] = set()  # binding now, each with a bind slot
         self._waiting: set[asyncio.Task[None]] = set()  # on Permit or PreBind, holding no slot
@@ -423,6 +425,7 @@ class BindingCycles:
             self.answering = True
             self.queue.remove(key)  # stays assumed until the watch shows it bound
             self.reporter.scheduled(pod, node, profile.scheduler_name)
+            self.bound(pod)
             self._post_bind(pod, decision, profile)
             return
         try:

@@ -8,6 +8,9 @@ and counted (`placer_reports_dropped_total`), as client-go's event broadcaster d
 - `FailedScheduling` (Warning, action Scheduling), note = the engine's message. A repeat of the
   same failure for the same pod does not create another Event: it bumps the existing Event's
   `series` {count, lastObservedTime}, PATCHed at most every `series_interval` seconds.
+- `RejectedByKubelet` (Warning, action Binding) on a pod Placer bound that its node's kubelet
+  refused: `Rejected by the kubelet on node NODE: OutOfcpu: Node didn't have enough resource: ...`
+  (`placer.controller.informers.kubelet_rejections`, through `notice`).
 - `Preempted` (Normal, action Preempting) on a pod deleted to make room for a higher-priority one:
   `Preempted by NS/NAME on node NODE`, `related` = that pod (`placer.controller.scheduling.preemption`).
 - What a plugin's PreBind posts about the pod (`notice`: DynamicResources' Normal

@@ -17,6 +17,10 @@ Pods, as kube-scheduler's cache sees them:
   it at once; every event here carries the object before and after, for the same hints;
 - of a group (`placer.controller.informers.groups`): not queued while the group waits (its PodGroup
   missing, or fewer than `minCount` of its pods exist);
+- ended (`Failed`, `Succeeded`): they leave the informer's selection and come as DELETED, with their
+  content from before (a real server's); `on_gone` hands them to
+  `placer.controller.informers.kubelet_rejections`, which hears from its own informer of failed pods
+  whether a kubelet refused one;
 - stale copies (an older resourceVersion, or an unbound copy of a pod known to be bound: an event
   from before our bind that comes after we assumed it) are ignored;
 - nominated (`status.nominatedNodeName`): followed by `placer.controller.informers.nominations`;
@@ -40,7 +44,7 @@ from placer.controller.binding.reporting import Condition, pod_scheduled_conditi
 from placer.controller.informers.groups import GroupMembers
 from placer.controller.informers.nominations import Nominations
 from placer.controller.signals import Wake
-from placer.engine.cluster import ClusterState
+from placer.engine.cluster import ClusterState, PodRecord
 from placer.engine.framework import ClusterEvent
 from placer.engine.groups import GroupRef
 from placer.engine.kinds import resolve_priority
@@ -114,6 +118,7 @@ class ClusterCache:
         wake: Wake,
         wakeup: asyncio.Event,
         is_leader: Callable[[], bool],
+        on_gone: Callable[[PodRecord], None] = lambda record: None,
     ) -> None:
         self.cluster = cluster
         self.queue = queue
@@ -126,6 +131,8 @@ class ClusterCache:
         self.wake = wake
         self.wakeup = wakeup  # the scheduling loop looks at the queue again
         self.is_leader = is_leader
+        # a bound pod left the watch (deleted, or ended: refused by its kubelet?): kubelet_rejections
+        self.on_gone = on_gone
         # unbound pods by schedulerName, owned or not (so a new profile finds its pods at once)
         self.pending: dict[str, dict[str, PodInfo]] = {}
         self._pending_name: dict[str, str] = {}
@@ -251,6 +258,8 @@ class ClusterCache:
         self._forget_pod(key)
         record = self.cluster.pods.get(key)
         if self.cluster.remove_pod(key):
+            if record is not None and not record.assumed:  # deleted, or ended (refused by its kubelet?)
+                self.on_gone(record)
             self.wake(ClusterEvent.POD_DELETE, None if record is None else record.pod, None)
 
     def _forget_pod(self, key: str) -> None:
