@@ -59,6 +59,19 @@ def test_stale_and_duplicate_events_are_ignored() -> None:
     assert cpu_requested(state, "n1") == 1000
 
 
+def test_a_version_from_before_a_pods_end_delivered_late_is_not_filed() -> None:
+    """The failed pods' informer (kubelet rejections) may see a pod's end before the pods' informer
+    delivers its binding: the late binding must not count the ended pod on its node again."""
+    state = unit_state()
+    state.cache.observe_node(node("n1"))
+    state.cache.pod_seen(parse_pod(pod("a", cpu="1", node_name="n1", rv=20, phase="Failed")))
+    state.cache.observe_pod(pod("a", cpu="1", node_name="n1", rv=10))  # the binding, late
+    assert cpu_requested(state, "n1") == 0 and "default/a" not in state.cluster.pods
+    state.cache.pod_deleted(pod("a", node_name="n1"))
+    state.cache.observe_pod(pod("a", cpu="1", node_name="n1", uid="again", rv=30))  # a new pod of that name
+    assert cpu_requested(state, "n1") == 1000
+
+
 def test_a_recreated_pod_replaces_the_old_one() -> None:
     state = unit_state()
     state.profile_feed.upsert(profile("p", "placer"))

@@ -406,6 +406,7 @@ class BindingCycles:
             if not self.is_leader():
                 outcome = BindOutcome(BindResult.FAILED, "not the leader")
             else:
+                self.bound(pod)  # before the answer: a kubelet may refuse the pod before it arrives here
                 outcome = await self.binder.bind(pod.namespace, pod.name, pod.uid, node)
         except asyncio.CancelledError:
             self._expected.discard(key)
@@ -425,7 +426,6 @@ class BindingCycles:
             self.answering = True
             self.queue.remove(key)  # stays assumed until the watch shows it bound
             self.reporter.scheduled(pod, node, profile.scheduler_name)
-            self.bound(pod)
             self._post_bind(pod, decision, profile)
             return
         try:

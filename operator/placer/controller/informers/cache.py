@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -81,6 +82,10 @@ class ShadowedPods(Protocol):
     def deleted(self, key: str) -> None: ...
 
 logger = logging.getLogger("placer.cache")
+
+
+# how many ended pods are remembered, so that a late event of one from before it ended is not filed
+REMEMBERED_ENDED = 4096
 
 
 def older(new: str, old: str) -> bool:
@@ -140,6 +145,10 @@ class ClusterCache:
         # pending pods of an active profile as parsed, with what their parse read: the MODIFIED of
         # their binding is recognised without a parse (`PodSource`); dropped once they leave pending
         self._sources: dict[str, PodSource] = {}
+        # pods seen ended (Succeeded or Failed: for good), by key: their uid. The failed pods'
+        # informer (kubelet rejections) may see an end before the pods' informer delivers the
+        # versions before it; those are then stale, and are not filed again
+        self._ended: OrderedDict[str, str] = OrderedDict()
 
     # ----------------------------------------------------------------- pods
 
@@ -202,9 +211,12 @@ class ClusterCache:
         known = record.pod if record is not None else self.known(key)
         if known is not None and known.uid == pod.uid and older(pod.resource_version, known.resource_version):
             return
+        if pod.uid and self._ended.get(key) == pod.uid and not pod.terminal:
+            return  # a version from before its end, delivered late
         if self.scheduler.waiting:  # Permit plugins holding pods hear of every pod's new version
             self.scheduler.pod_updated(pod, self.cluster)
         if pod.terminal:
+            self._remember_ended(pod)
             self._forget_pod(key)
             if self.cluster.remove_pod(key):
                 self.wake(ClusterEvent.POD_DELETE, known, None)
@@ -256,11 +268,21 @@ class ClusterCache:
         if known is not None and uid and known.uid and known.uid != uid:
             return  # a DELETED of an older incarnation
         self._forget_pod(key)
+        self._ended.pop(key, None)
         record = self.cluster.pods.get(key)
         if self.cluster.remove_pod(key):
             if record is not None and not record.assumed:  # deleted, or ended (refused by its kubelet?)
                 self.on_gone(record)
             self.wake(ClusterEvent.POD_DELETE, None if record is None else record.pod, None)
+
+    def _remember_ended(self, pod: PodInfo) -> None:
+        if not pod.uid:
+            return
+        ended = self._ended
+        ended[pod.key] = pod.uid
+        ended.move_to_end(pod.key)
+        if len(ended) > REMEMBERED_ENDED:
+            ended.popitem(last=False)
 
     def _forget_pod(self, key: str) -> None:
         self.scheduler.pod_deleted(key)  # a pod waiting on Permit is rejected
