@@ -150,9 +150,14 @@ bench-real-synthetic: install $(RUN_STAMP) ## the earlier real-plane runs (bench
 			|| { status=$$?; [ $$status -eq 3 ] || exit 1; echo "(skipped: $$workload)"; }; \
 	done; done; done
 
-bench-first-binding: install $(RUN_STAMP) ## the first binding after a cold start at 15,000 nodes / 30,000 pending pods, kube-scheduler and Placer started in turn on one plane, 5 rounds
+FIRST_BINDING_SIZES ?= 1000x5000 5000x10000 15000x30000
+FIRST_BINDING_ROUNDS ?= 3
+bench-first-binding: install $(RUN_STAMP) ## the first binding after a cold start at 1,000/5,000/15,000 nodes (twice as many pending pods), kube-scheduler and Placer started in turn on one plane per size, 3 rounds (FIRST_BINDING_SIZES, FIRST_BINDING_ROUNDS)
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
-	$(PY) bench/first_binding.py --kube-bin $(KUBE_BIN) --rounds 5 --json bench/results/first-binding-$(REAL_VERSION).json
+	@for size in $(FIRST_BINDING_SIZES); do nodes=$${size%x*}; pods=$${size#*x}; \
+		$(PY) bench/first_binding.py --kube-bin $(KUBE_BIN) --nodes $$nodes --pods $$pods --rounds $(FIRST_BINDING_ROUNDS) \
+			--json bench/results/first-binding-$(REAL_VERSION)-$$nodes.json || exit 1; \
+	done
 
 bench-pipeline: install $(RUN_STAMP) ## the three-process prototype (bench/pipeline_prototype.py: reading, deciding, writing apart) beside Placer, kube-scheduler and the limit row at 1,000/5,000, each stage's CPU per pod, medians of 3
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }

@@ -170,9 +170,12 @@ def _targets(slice_: SliceInfo, node_name: str, labels: Mapping[str, str]) -> bo
 def gather_pools(
     slices: Iterable[SliceInfo], node_name: str, labels: Mapping[str, str],
     pool_slices: Callable[[str, str], Iterable[SliceInfo]] | None = None,
+    built: dict[tuple[Any, ...], Pool] | None = None,
 ) -> list[Pool]:
     """kube's `GatherPools` for one node (see the module docstring). `slices` are all of them, or
-    those that may reach the node when `pool_slices(driver, pool)` gives a pool's every slice."""
+    those that may reach the node when `pool_slices(driver, pool)` gives a pool's every slice.
+    `built`: pools already built for other nodes from the same slices, shared rather than built
+    again (a caller keeping every node's pools: network-attached slices reach many nodes)."""
     everything = list(slices)
     by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
     for slice_ in everything:
@@ -189,7 +192,7 @@ def gather_pools(
         chosen.sort(key=lambda s: s.name)
         generation, count = chosen[0].generation, chosen[0].slice_count
         if len(chosen) == count:
-            pools.append(_build_pool(driver, pool_name, chosen, None))
+            pools.append(_shared_pool(built, driver, pool_name, chosen, None))
             continue
         if pool_slices is not None:
             same_pool = list(pool_slices(driver, pool_name))
@@ -201,9 +204,24 @@ def gather_pools(
         if len(all_of_generation) != count:
             pools.append(Pool(driver, pool_name, incomplete=True))
             continue
-        pools.append(_build_pool(driver, pool_name, chosen, all_of_generation))
+        pools.append(_shared_pool(built, driver, pool_name, chosen, all_of_generation))
     # pools whose devices need preparing (binding conditions) last, each part in (driver, pool) order
     return [p for p in pools if not p.binding_conditions] + [p for p in pools if p.binding_conditions]
+
+
+def _shared_pool(
+    built: dict[tuple[Any, ...], Pool] | None, driver: str, name: str, slices: list[SliceInfo],
+    all_slices: list[SliceInfo] | None,
+) -> Pool:
+    """`_build_pool`, once per set of slices when `built` keeps them (slices are immutable records:
+    a changed slice is another object, and the caller drops `built` when slices change)."""
+    if built is None:
+        return _build_pool(driver, name, slices, all_slices)
+    key = (driver, name, tuple(map(id, slices)), None if all_slices is None else tuple(map(id, all_slices)))
+    pool = built.get(key)
+    if pool is None:
+        pool = built[key] = _build_pool(driver, name, slices, all_slices)
+    return pool
 
 
 def _build_pool(driver: str, name: str, slices: list[SliceInfo], all_slices: list[SliceInfo] | None) -> Pool:

@@ -20,7 +20,8 @@ device is filtered over a thousand nodes with a few numpy operations, not a thou
 - `states(selectors)`: per device of the table, whether a chain of CEL selectors (a class's then a
   request's) matches (1), does not (0) or fails at run time (2), computed once per chain and slice
   generation; `matcher` answers the same per device for the allocator, from one cache.
-- `pools_for(node)`: kube's `GatherPools` for a node, cached until slices or nodes change.
+- `pools_for(node)`: kube's `GatherPools` for a node, cached until slices or nodes change; a pool
+  that reaches many nodes (network-attached slices) is one object shared by their lists.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class DeviceIndex:
         self._matches: dict[tuple[str, int], Any] = {}  # (expression, id(device)) -> bool or CelError
         self._bases: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._pools: dict[str, list[Pool]] = {}
+        self._built: dict[tuple[Any, ...], Pool] = {}  # a pool of slices reaching many nodes, built once
         self._by_node: dict[str, list[SliceInfo]] = {}  # node-local slices by node
         self._floating: list[SliceInfo] = []  # slices reaching nodes by selector, allNodes or per device
         self._by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
@@ -173,6 +175,7 @@ class DeviceIndex:
         if static != self._static:
             self._static = static
             self._pools.clear()
+            self._built.clear()
             self._place(cluster)
 
     def _build(self, catalog: Catalog) -> None:
@@ -310,7 +313,8 @@ class DeviceIndex:
             labels: Mapping[str, str] = node.labels if node is not None else {}
             candidates = [*self._by_node.get(node_name, ()), *self._floating]
             pools = self._pools[node_name] = gather_pools(
-                candidates, node_name, labels, lambda driver, pool: self._by_pool.get((driver, pool), ())
+                candidates, node_name, labels, lambda driver, pool: self._by_pool.get((driver, pool), ()),
+                self._built,
             )
         return pools
 

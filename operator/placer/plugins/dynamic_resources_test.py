@@ -514,6 +514,10 @@ def test_counting_agrees_with_the_allocator() -> None:
         counted_result = p._results_on(plan, state, slot)
         searched = allocator.allocate(name, state.node(name).labels, index.pools_for(state, name), plan.claims)
         assert counted_result == searched, name
+    # a network-attached pool is one object in the lists of the nodes it reaches (not one per node:
+    # ten thousand such slices over five hundred nodes would be five million pools)
+    net = [pool for name in (WORKER, WORKER3) for pool in index.pools_for(state, name) if pool.pool == "net"]
+    assert len(net) == 2 and net[0] is net[1]
     reservation = p.reserve(info, state, WORKER2)
     assert reservation is not None
     assert [d["device"] for d in reservation.as_json()] == ["p1", "g0"]  # pools in (driver, pool) order
