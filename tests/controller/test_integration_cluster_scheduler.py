@@ -62,6 +62,7 @@ async def test_pods_without_a_scheduler_name_and_a_daemonsets_pods(kube_emulator
     await until(lambda: node_of(emu, "plain") and all(node_of(emu, f"agent-{n}") for n in ("n1", "n2", "n3")))
     assert node_of(emu, "plain") in ("n1", "n2")  # not the cordoned node
     assert {n: node_of(emu, f"agent-{n}") for n in ("n1", "n2", "n3")} == {"n1": "n1", "n2": "n2", "n3": "n3"}
+    await until(lambda: events_of(emu, "agent-n3", "Scheduled"))  # written after the bind's answer
     [event] = events_of(emu, "agent-n3", "Scheduled")
     assert event["note"] == "Successfully assigned default/agent-n3 to n3"
     assert event["reportingInstance"].startswith("default-scheduler-")
@@ -82,6 +83,7 @@ async def test_a_node_critical_pod_preempts(kube_emulator: KubeEmulator, launch:
     await until(lambda: any(emu.get("pods", f"low-{i}") is None for i in range(2)))
     victims = [f"low-{i}" for i in range(2) if emu.get("pods", f"low-{i}") is None]
     assert len(victims) == 1
+    await until(lambda: events_of(emu, victims[0], "Preempted"))  # (posted by the reporter's writer)
     assert events_of(emu, victims[0], "Preempted")[0]["note"] == "Preempted by kube-system/critical on node n1"
     await until(lambda: node_of(emu, "critical", "kube-system") == "n1")
 

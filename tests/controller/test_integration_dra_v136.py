@@ -127,6 +127,7 @@ async def test_a_pod_waits_for_its_devices_binding_conditions(kube_emulator: Kub
     await until(lambda: bound_node(emu, "job"), timeout=5)
     assert time.monotonic() - ready < 2.0  # (kube checks every 5 s)
     assert bound_node(emu, "job") == "n1" and nominated(emu, "job") is None  # (the server clears it on binding)
+    await until(lambda: notes(emu, "job", "Scheduled"))  # (posted by its own writer, after the bind's answer)
     assert notes(emu, "job", "Scheduled") == ["Successfully assigned default/job to n1"]
     assert reserved(emu, "accel") == ["job"] and pod["metadata"]["uid"]
     assert_sound(emu, ["job"])

@@ -124,6 +124,7 @@ async def test_a_full_cluster_preempts_the_pods_kubes_rules_pick_and_spares_the_
     assert gone == {f"batch-{i}-2" for i in range(2, 7)}
     assert all(emu.get("pods", name) for name in before if name.startswith("db-"))
     assert sorted(bound_node(emu, name) for name in preemptors) == ["n2", "n3", "n4", "n5", "n6"]
+    await until(lambda: all(events_about(emu, victim, "Preempted") for victim in gone))  # (the reporter's writer)
     for victim in sorted(gone):
         ordered_condition_then_delete(emu, victim)
         event = preempted_event(emu, victim)
@@ -175,6 +176,7 @@ async def test_victims_hold_their_room_while_terminating_and_the_preemptor_binds
     assert bound_node(emu, "hp") == "n1"
     assert bound_node(emu, "low") is None  # the room was held for hp
     assert emu.get("pods", "a") is not None
+    await until(lambda: events_about(emu, "b", "Preempted"))
     assert preempted_event(emu, "b")["note"] == "Preempted by default/hp on node n1"
     assert_sound(emu, ["hp"])
 
