@@ -196,6 +196,34 @@ async def test_an_allocated_claim_keeps_its_pod_on_the_claims_node_and_is_shared
     assert_sound(emu, ["first", "second"])
 
 
+async def test_pods_sharing_a_claim_join_it_without_failing_on_each_others_writes(
+    kube_emulator: KubeEmulator, launch: Launch
+) -> None:
+    """kube's SchedulingWithResourceClaim shape: five pods a claim, bound in parallel. Their
+    `reservedFor` writes conflict with each other (409); each is made again on the claim as it is
+    now (kube's RetryOnConflict in `bindClaim`), so no binding fails on it."""
+    emu = kube_emulator
+    setup_cluster(emu, {f"gpu-{index}": 4 for index in range(4)})
+    pods = {f"c{claim}": [f"c{claim}-{index}" for index in range(5)] for claim in range(4)}
+    for claim, names in pods.items():
+        emu.create(CLAIMS, claim_body(claim))
+        for name in names:
+            add_claim_pod(emu, name, claim=claim)
+    await launch()
+    every = [name for names in pods.values() for name in names]
+    await until(lambda: all(bound_node(emu, name) for name in every), timeout=15)
+    for claim, names in pods.items():
+        reserved = {entry["name"] for entry in claim_of(emu, claim)["status"]["reservedFor"]}
+        assert reserved == set(names) and len({bound_node(emu, name) for name in names}) == 1
+    assert emu.requests_matching("PATCH", r"/resourceclaims/c\d+/status$", status=409)  # they did conflict
+    # (waiting while the first pod's allocation of their claim is in flight is kube's rule too:
+    # "resource claim ... is in the process of being allocated"; a failed PreBind is not)
+    failed = [e["note"] for name in every for e in events_about(emu, name, "FailedScheduling")]
+    assert [note for note in failed if "PreBind" in note] == []
+    assert len(emu.requests_matching("POST", r"/pods/[^/]+/binding$")) == len(every)
+    assert_sound(emu, every)
+
+
 async def test_two_pods_never_get_the_only_device(kube_emulator: KubeEmulator, launch: Launch) -> None:
     emu = kube_emulator
     setup_cluster(emu, {"gpu-node": 1}, others=("cpu-node",))

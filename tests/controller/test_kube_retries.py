@@ -348,6 +348,40 @@ async def test_a_resent_write_refused_by_its_own_result_counts_as_written(serve:
     assert server.methods() == ["PATCH", "PATCH", "GET"]
 
 
+async def test_a_conflict_is_written_again_on_the_object_as_it_is_now(serve: Callable[..., Any]) -> None:
+    """kube's RetryOnConflict: another pod joined the shared claim's reservedFor meanwhile (409);
+    the claim is read and the write made again on it, until it lands or the write gives up."""
+    target = ObjectRef("resource.k8s.io/v1", "ResourceClaim", "resourceclaims", "c", "default")
+    conflict = answer(409, status(409, "Conflict", "the object has been modified"))
+    def claim(version: str, *uids: str) -> dict[str, Any]:
+        return {"metadata": {"name": "c", "resourceVersion": version},
+                "status": {"reservedFor": [{"uid": uid} for uid in uids]}}
+
+    def again(raw: Any) -> Write | None:
+        reserved = raw["status"]["reservedFor"]
+        if len(reserved) > 2:
+            return None  # (a write may give up on what it finds)
+        return Write(target, {"status": {"reservedFor": [*reserved, {"uid": "me"}]}}, subresource="status",
+                     resource_version=raw["metadata"]["resourceVersion"])
+
+    write = Write(target, {"status": {"reservedFor": [{"uid": "me"}]}}, subresource="status", resource_version="1",
+                  landed=lambda raw: {"uid": "me"} in raw["status"]["reservedFor"], rebase=again)
+    server = await serve(conflict, answer(200, claim("2", "a")), conflict, answer(200, claim("3", "a", "b")),
+                         answer(200, claim("4", "a", "b", "me")))
+    async with using(client(server.url)) as kube:
+        written = await Effects(kube, Metrics()).write(write, "default/p")
+    assert written.ok and written.resource_version == "4"
+    assert server.methods() == ["PATCH", "GET", "PATCH", "GET", "PATCH"]
+    assert orjson.loads(server.seen[4].body)["status"]["reservedFor"] == [{"uid": "a"}, {"uid": "b"}, {"uid": "me"}]
+    assert orjson.loads(server.seen[4].body)["metadata"]["resourceVersion"] == "3"
+
+    server = await serve(conflict, answer(200, claim("5", "a", "b", "c")))  # it gives up: the failure stands
+    async with using(client(server.url)) as kube:
+        written = await Effects(kube, Metrics()).write(write, "default/p")
+    assert not written.ok and written.status == 409
+    assert server.methods() == ["PATCH", "GET"]
+
+
 # ----------------------------------------------------------------- reads after a connection error
 
 

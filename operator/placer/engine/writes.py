@@ -1,8 +1,7 @@
 """The writes a plugin asks the operator to make (kube's PreBind and preemption calls): pure data.
 
 Kept apart from `placer.engine.framework` (which re-exports every name here, the plugins' one
-import) so that the API client (`placer.controller.transport.client`) needs no numpy or pydantic: `placer run`
-starts its first LISTs before it imports the engine, and the server prepares them meanwhile.
+import) so that the API client (`placer.controller.transport.client`) needs no numpy or pydantic.
 """
 
 from __future__ import annotations
@@ -64,6 +63,11 @@ class Write:
     #: write that undoes it (None: nothing to undo); sent with that GET's resourceVersion as its
     #: precondition, read again and retried on a 409
     undo: Callable[[Mapping[str, Any]], Write | None] | None = None
+    #: on a 409 that did not land (the object changed meanwhile): given the object as a GET returns
+    #: it, the same change made again on it, or None to give up — kube's `retry.RetryOnConflict`
+    #: for a benign concurrent change, such as another pod joining a shared claim's `reservedFor`
+    #: (without it, the binding fails and the pod goes round a scheduling cycle again)
+    rebase: Callable[[Mapping[str, Any]], Write | None] | None = None
     #: HTTP statuses that are an answer, not an error (e.g. 404: the object is gone already)
     tolerate: frozenset[int] = frozenset()
     retries: int | None = None  # the client's default when None

@@ -460,7 +460,9 @@ def prebind_writes(reservation: ClaimReservation, stamp: str | None = None) -> l
        status subresource with the resourceVersion as precondition when nothing was written before
        it; after the finalizer (whose resourceVersion is not known yet), a JSON patch whose `test`
        operations require the claim's uid and its whole `status` as read — the same guarantee: no
-       allocation or reservation written meanwhile by anyone else is overwritten.
+       allocation or reservation written meanwhile by anyone else is overwritten. The merge patch,
+       refused on a conflict, is made again on the claim as it is now (`_reserve_again`, kube's
+       `RetryOnConflict`): pods sharing a claim, bound in parallel, would otherwise fail each other.
     """
     claim = reservation.claim
     target = claim_object(claim)
@@ -486,7 +488,8 @@ def prebind_writes(reservation: ClaimReservation, stamp: str | None = None) -> l
     undo = None if group else functools.partial(_undo_status, reservation)
     if not needs_finalizer:
         writes.append(Write(target, {"status": status}, subresource="status",
-                            resource_version=claim.resource_version, landed=landed, undo=undo))
+                            resource_version=claim.resource_version, landed=landed, undo=undo,
+                            rebase=functools.partial(_reserve_again, reservation, stamp)))
     else:
         operations = [
             {"op": "test", "path": "/metadata/uid", "value": claim.uid},
@@ -496,6 +499,34 @@ def prebind_writes(reservation: ClaimReservation, stamp: str | None = None) -> l
         writes.append(Write(target, operations, patch_type=JSON_PATCH, subresource="status", landed=landed,
                             undo=undo))
     return writes
+
+
+def _reserve_again(reservation: ClaimReservation, stamp: str | None, raw: Mapping[str, Any]) -> Write | None:
+    """The status write of `prebind_writes` made again on the claim as it is now, after a 409 (kube's
+    `bindClaim` retries on a conflict the same way): the pod added to whatever `reservedFor` holds
+    now — another pod sharing the claim joined meanwhile. Given up (None) when the claim was deleted
+    or re-created, allocated by someone else when we allocate it, or no longer allocated as the pod's
+    decision saw it."""
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    if meta.get("deletionTimestamp") or meta.get("uid") != reservation.claim.uid:
+        return None
+    current = status.get("allocation")
+    if reservation.allocation is not None:
+        if current is not None:
+            return None  # allocated elsewhere in the meantime
+        again: dict[str, Any] = {"allocation": _stamped(reservation.allocation, stamp)}
+    else:
+        if current is None or current != reservation.claim.status.get("allocation"):
+            return None  # deallocated or allocated anew meanwhile: the pod is decided again
+        again = {}
+    reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, Mapping)]
+    again["reservedFor"] = [*reserved, reservation.consumer.as_json()]
+    return Write(claim_object(reservation.claim), {"status": again}, subresource="status",
+                 resource_version=str(meta.get("resourceVersion") or ""),
+                 landed=functools.partial(_landed, reservation),
+                 undo=None if reservation.consumer.pod_group else functools.partial(_undo_status, reservation),
+                 rebase=functools.partial(_reserve_again, reservation, stamp))
 
 
 def _join_write(reservation: ClaimReservation) -> Write:

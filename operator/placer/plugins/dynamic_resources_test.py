@@ -478,6 +478,36 @@ def test_prebind_reserves_an_allocated_claim() -> None:
     assert plan is not None and [w.body() for w in plan.writes] == [write.body()] and plan.wait is None
 
 
+def test_a_reservation_refused_on_a_conflict_is_made_again_on_the_claim_as_it_is_now() -> None:
+    """kube's `bindClaim` retries on a conflict: another pod joined the shared claim meanwhile; the
+    pod is added to what `reservedFor` holds now, at the claim's new resourceVersion. Given up when
+    the claim was deleted or re-created, or is no longer allocated as the decision saw it."""
+    state = cluster(allocated_claim(resource_version="9", finalizers=[DELETE_PROTECTION],
+                                    reserved_for=[("other", "5678")]))
+    pod = pod_info(pod_with_claim_name())
+    reservation = plugin().reserve(pod, state, WORKER)
+    assert reservation is not None
+    (write,) = prebind_writes(reservation.claims[0])
+    assert write.rebase is not None
+    seen = reservation.claims[0].claim
+    assert seen is not None
+    allocation = dict(seen.status)["allocation"]
+    joined = {"resource": "pods", "name": "third", "uid": "9999"}
+    now = {"metadata": {"uid": seen.uid, "resourceVersion": "11"},
+           "status": {"allocation": allocation, "reservedFor": [{"resource": "pods", "name": "other", "uid": "5678"},
+                                                               joined]}}
+    again = write.rebase(now)
+    assert again is not None and again.rebase is not None and again.undo is not None
+    assert again.body() == {"status": {"reservedFor": [
+        {"resource": "pods", "name": "other", "uid": "5678"}, joined,
+        {"resource": "pods", "name": "my-pod", "uid": POD_UID}]}, "metadata": {"resourceVersion": "11"}}
+    assert write.rebase({**now, "metadata": {"uid": seen.uid, "deletionTimestamp": "2026-01-01T00:00:00Z"}}) is None
+    assert write.rebase({**now, "metadata": {"uid": "another-incarnation"}}) is None
+    assert write.rebase({**now, "status": {"reservedFor": [joined]}}) is None  # deallocated meanwhile
+    moved = {**allocation, "devices": {"results": []}}
+    assert write.rebase({**now, "status": {"allocation": moved, "reservedFor": [joined]}}) is None
+
+
 def test_prebind_skips_without_claims() -> None:
     assert plugin().pre_bind(pod_info(pod_with_claim_name()), cluster(), WORKER, None) is None
     empty = DeviceReservation(WORKER, "default/my-pod", ())

@@ -9,6 +9,9 @@ it exists already — ours when `landed` says so). Here:
   it already holds what was written (a retried write whose first attempt landed), it counts as
   written, at the resourceVersion read; so does any refusal of a write the client sent again
   (`Reply.resent`, see `placer.controller.transport.retry`), and a DELETE sent again that finds nothing (404);
+- a 409 on a write that can be made again on the object as it is now (`Write.rebase`) reads the
+  object and sends the write made again, up to `CONFLICT_ATTEMPTS` times (kube's
+  `retry.RetryOnConflict`);
 - an answer in `Write.tolerate` (e.g. 404: gone already) is an answer, not an error; any other
   failure, and a call that got no HTTP answer at all, is counted in
   `placer_api_errors_total{call}` (`Write.call`: `patch_pod_status`, `delete_pod`, ...);
@@ -28,11 +31,12 @@ from placer.controller.metrics import Metrics
 from placer.controller.transport import ApiError, Reply
 from placer.engine.framework import ObjectRef, Write
 
-__all__ = ["UNDO_ATTEMPTS", "Effects", "Written", "resource_version"]
+__all__ = ["CONFLICT_ATTEMPTS", "UNDO_ATTEMPTS", "Effects", "Written", "resource_version"]
 
 logger = logging.getLogger("placer.effects")
 
 UNDO_ATTEMPTS = 3
+CONFLICT_ATTEMPTS = 5  # kube's retry.DefaultRetry: five steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +89,20 @@ class Effects:
             if reply.resent and write.delete and reply.status == 404:  # the first attempt deleted it
                 return Written(True, reply.status, reply.message())
             # our own write landed? (a 409, or a 422: a JSON patch whose `test` found the object changed)
+            body: Any = None
             if (reply.status in (409, 422) or reply.resent) and write.landed is not None:
                 found = await self.kube.get_object(write.target, retries=write.retries)
                 body = found.json() if found.ok else None
                 if isinstance(body, Mapping) and write.landed(body):
                     return Written(True, reply.status, reply.message(), resource_version(body))
+            if reply.status == 409 and write.rebase is not None:
+                if body is None:
+                    found = await self.kube.get_object(write.target, retries=write.retries)
+                    body = found.json() if found.ok else None
+                if isinstance(body, Mapping):
+                    rebased = await self._rebased(write, body)
+                    if rebased is not None:
+                        return rebased
         except ApiError as error:  # no HTTP answer at all (after the client's retries)
             self.metrics.api_errors.inc(call=write.call)
             logger.warning("%s %s (for %s): %s", write.call, write.target, subject, error)
@@ -99,6 +112,28 @@ class Effects:
             self.metrics.api_errors.inc(call=write.call)
             logger.info("%s %s (for %s): HTTP %d %s", write.call, write.target, subject, reply.status, message)
         return Written(False, reply.status, message)
+
+    async def _rebased(self, write: Write, current: Mapping[str, Any]) -> Written | None:
+        """`write` made again on the object as it is now, while it keeps changing (409), a few
+        times; None when the write gives up or the object could not be read."""
+        assert write.rebase is not None
+        for _ in range(CONFLICT_ATTEMPTS):
+            again = write.rebase(current)
+            if again is None:
+                return None
+            reply = await self.kube.write(again)
+            if reply.ok:
+                return Written(True, reply.status, "", _version(reply))
+            if reply.status != 409:
+                return None
+            found = await self.kube.get_object(write.target, retries=write.retries)
+            body = found.json() if found.ok else None
+            if not isinstance(body, Mapping):
+                return None
+            if write.landed is not None and write.landed(body):
+                return Written(True, reply.status, reply.message(), resource_version(body))
+            current = body
+        return None
 
     async def undo(self, done: Sequence[Write], subject: str) -> None:
         """Take back the writes that landed, latest first (a write without `undo` stays)."""
