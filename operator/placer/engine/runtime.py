@@ -334,7 +334,10 @@ class Scheduler:
                 within = placement if within is None else within & placement
             masks: list[np.ndarray | None] = []  # each filter's, as far as the first pass went
             feasible = None if pod_reason is not None else self._filter(pod, profile, cluster, within, masks)
-        if feasible is not None and nominated and feasible.any():
+            if feasible is None or not feasible.any():  # (with the nominated pods still counted)
+                self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within, masks)
+                return decision
+        if nominated:
             feasible &= self._filter(pod, profile, cluster, within)
         allowed = None if narrowed is None else narrowed.allowed
         if placement is not None:
