@@ -342,8 +342,7 @@ class Scheduler:
         allowed = None if narrowed is None else narrowed.allowed
         if placement is not None:
             allowed = placement if allowed is None else allowed & placement
-        slots = np.empty(0, dtype=np.int64) if feasible is None else self._nodes_to_score(
-            feasible, profile, cluster, all_nodes, pod, allowed)
+        slots = self._nodes_to_score(feasible, profile, cluster, all_nodes, pod, allowed)
         if slots.size == 0:
             with cluster.with_pods(nominated):  # (as in the first pass: its masks hold)
                 self._unschedulable(pod, profile, cluster, decision, all_nodes, pod_reason, narrowed, within, masks)
@@ -353,7 +352,6 @@ class Scheduler:
             return decision
         raw: list[np.ndarray | None] = []
         self._decide(cluster, slots, decision, top, self.weigh(pod, profile, cluster, slots, raw))
-        assert feasible is not None
         self._batches.keep(signed, cluster, feasible, slots, raw)
         return decision
 

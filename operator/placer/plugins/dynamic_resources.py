@@ -477,28 +477,46 @@ def prebind_writes(reservation: ClaimReservation, stamp: str | None = None) -> l
             landed=_has_finalizer, undo=None if reservation.consumer.pod_group
             else functools.partial(_undo_finalizer, reservation),
         ))
-    reserved = [r.as_json() for r in claim.reserved_for] + [reservation.consumer.as_json()]
-    status: dict[str, Any] = {"reservedFor": reserved}
-    if reservation.allocation is not None:
-        status["allocation"] = _stamped(reservation.allocation, stamp)
-    landed = functools.partial(_landed, reservation)
-    # kube's Unreserve leaves a PodGroup's reservation (and so its allocation and finalizer): other
-    # members of the group may use the claim, bound or about to be
-    group = reservation.consumer.pod_group
-    undo = None if group else functools.partial(_undo_status, reservation)
+    status = _reservation_status(reservation, [r.as_json() for r in claim.reserved_for], stamp)
     if not needs_finalizer:
-        writes.append(Write(target, {"status": status}, subresource="status",
-                            resource_version=claim.resource_version, landed=landed, undo=undo,
-                            rebase=functools.partial(_reserve_again, reservation, stamp)))
+        writes.append(_status_write(reservation, status, claim.resource_version, stamp))
     else:
         operations = [
             {"op": "test", "path": "/metadata/uid", "value": claim.uid},
             {"op": "test", "path": "/status", "value": dict(claim.status)},
             *({"op": "add", "path": f"/status/{key}", "value": value} for key, value in status.items()),
         ]
-        writes.append(Write(target, operations, patch_type=JSON_PATCH, subresource="status", landed=landed,
-                            undo=undo))
+        writes.append(Write(target, operations, patch_type=JSON_PATCH, subresource="status",
+                            landed=functools.partial(_landed, reservation), undo=_status_undo(reservation)))
     return writes
+
+
+def _reservation_status(
+    reservation: ClaimReservation, reserved: list[Any], stamp: str | None
+) -> dict[str, Any]:
+    """The claim's `status` fields a PreBind writes: `reservedFor` (those `reserved` already, and
+    the pod or its PodGroup) and, when the pod allocates the claim, `allocation`."""
+    status: dict[str, Any] = {"reservedFor": [*reserved, reservation.consumer.as_json()]}
+    if reservation.allocation is not None:
+        status["allocation"] = _stamped(reservation.allocation, stamp)
+    return status
+
+
+def _status_undo(reservation: ClaimReservation) -> Callable[[Mapping[str, Any]], Write | None] | None:
+    """How a reservation's status write is undone. kube's Unreserve leaves a PodGroup's reservation
+    (and so its allocation and finalizer): other members of the group may use the claim, bound or
+    about to be."""
+    return None if reservation.consumer.pod_group else functools.partial(_undo_status, reservation)
+
+
+def _status_write(
+    reservation: ClaimReservation, status: dict[str, Any], resource_version: str, stamp: str | None
+) -> Write:
+    """The reservation's merge patch of the claim's status, at `resource_version`; made again on
+    the claim as it is now when refused on a conflict (`_reserve_again`)."""
+    return Write(claim_object(reservation.claim), {"status": status}, subresource="status",
+                 resource_version=resource_version, landed=functools.partial(_landed, reservation),
+                 undo=_status_undo(reservation), rebase=functools.partial(_reserve_again, reservation, stamp))
 
 
 def _reserve_again(reservation: ClaimReservation, stamp: str | None, raw: Mapping[str, Any]) -> Write | None:
@@ -515,18 +533,11 @@ def _reserve_again(reservation: ClaimReservation, stamp: str | None, raw: Mappin
     if reservation.allocation is not None:
         if current is not None:
             return None  # allocated elsewhere in the meantime
-        again: dict[str, Any] = {"allocation": _stamped(reservation.allocation, stamp)}
-    else:
-        if current is None or current != reservation.claim.status.get("allocation"):
-            return None  # deallocated or allocated anew meanwhile: the pod is decided again
-        again = {}
+    elif current is None or current != reservation.claim.status.get("allocation"):
+        return None  # deallocated or allocated anew meanwhile: the pod is decided again
     reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, Mapping)]
-    again["reservedFor"] = [*reserved, reservation.consumer.as_json()]
-    return Write(claim_object(reservation.claim), {"status": again}, subresource="status",
-                 resource_version=str(meta.get("resourceVersion") or ""),
-                 landed=functools.partial(_landed, reservation),
-                 undo=None if reservation.consumer.pod_group else functools.partial(_undo_status, reservation),
-                 rebase=functools.partial(_reserve_again, reservation, stamp))
+    return _status_write(reservation, _reservation_status(reservation, reserved, stamp),
+                         str(meta.get("resourceVersion") or ""), stamp)
 
 
 def _join_write(reservation: ClaimReservation) -> Write:

@@ -125,7 +125,7 @@ class BindingCycles:
         self.stopping = stopping
         self.clear_nomination = clear_nomination
         self.nominate = nominate  # writes a pod's nominatedNodeName (None: never, e.g. in unit tests)
-        self.bound = bound  # a pod this operator bound (a kubelet's refusal of it is Placer's to report)
+        self.bound = bound  # a pod this operator binds, told as the bind is sent (its refusals are Placer's to report)
         self._expected: set[str] = set()  # pods this binding cycle nominated to their node
         self._binds: set[asyncio.Task[None]] = set()  # binding now, each with a bind slot
         self._waiting: set[asyncio.Task[None]] = set()  # on Permit or PreBind, holding no slot

@@ -89,20 +89,15 @@ class Effects:
             if reply.resent and write.delete and reply.status == 404:  # the first attempt deleted it
                 return Written(True, reply.status, reply.message())
             # our own write landed? (a 409, or a 422: a JSON patch whose `test` found the object changed)
-            body: Any = None
+            current: Mapping[str, Any] | None = None
             if (reply.status in (409, 422) or reply.resent) and write.landed is not None:
-                found = await self.kube.get_object(write.target, retries=write.retries)
-                body = found.json() if found.ok else None
-                if isinstance(body, Mapping) and write.landed(body):
-                    return Written(True, reply.status, reply.message(), resource_version(body))
+                current = await self._read(write)
+                if current is not None and write.landed(current):
+                    return Written(True, reply.status, reply.message(), resource_version(current))
             if reply.status == 409 and write.rebase is not None:
-                if body is None:
-                    found = await self.kube.get_object(write.target, retries=write.retries)
-                    body = found.json() if found.ok else None
-                if isinstance(body, Mapping):
-                    rebased = await self._rebased(write, body)
-                    if rebased is not None:
-                        return rebased
+                rebased = await self._rebased(write, current)
+                if rebased is not None:
+                    return rebased
         except ApiError as error:  # no HTTP answer at all (after the client's retries)
             self.metrics.api_errors.inc(call=write.call)
             logger.warning("%s %s (for %s): %s", write.call, write.target, subject, error)
@@ -113,11 +108,22 @@ class Effects:
             logger.info("%s %s (for %s): HTTP %d %s", write.call, write.target, subject, reply.status, message)
         return Written(False, reply.status, message)
 
-    async def _rebased(self, write: Write, current: Mapping[str, Any]) -> Written | None:
-        """`write` made again on the object as it is now, while it keeps changing (409), a few
-        times; None when the write gives up or the object could not be read."""
+    async def _read(self, write: Write) -> Mapping[str, Any] | None:
+        """The write's object as the API server holds it now (None: it could not be read)."""
+        found = await self.kube.get_object(write.target, retries=write.retries)
+        body = found.json() if found.ok else None
+        return body if isinstance(body, Mapping) else None
+
+    async def _rebased(self, write: Write, current: Mapping[str, Any] | None) -> Written | None:
+        """`write` made again on the object as it is now (`current`, read here when not given),
+        while it keeps changing (409), a few times; None when the write gives up or the object
+        could not be read."""
         assert write.rebase is not None
+        if current is None:
+            current = await self._read(write)
         for _ in range(CONFLICT_ATTEMPTS):
+            if current is None:
+                return None
             again = write.rebase(current)
             if again is None:
                 return None
@@ -126,13 +132,9 @@ class Effects:
                 return Written(True, reply.status, "", _version(reply))
             if reply.status != 409:
                 return None
-            found = await self.kube.get_object(write.target, retries=write.retries)
-            body = found.json() if found.ok else None
-            if not isinstance(body, Mapping):
-                return None
-            if write.landed is not None and write.landed(body):
-                return Written(True, reply.status, reply.message(), resource_version(body))
-            current = body
+            current = await self._read(write)
+            if current is not None and write.landed is not None and write.landed(current):
+                return Written(True, reply.status, reply.message(), resource_version(current))
         return None
 
     async def undo(self, done: Sequence[Write], subject: str) -> None:

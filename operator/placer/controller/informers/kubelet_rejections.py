@@ -75,7 +75,8 @@ class KubeletRejections:
         metrics.kubelet_withheld.source = self.withheld_nodes
 
     def bound(self, pod: PodInfo) -> None:
-        """This operator bound the pod (the binding cycle): a refusal of it is its to report."""
+        """This operator binds the pod (the binding cycle, as it sends the bind: a kubelet may refuse
+        the pod before the bind's answer arrives): a refusal of it is its to report."""
         bound = self._bound
         bound[pod.uid] = None
         if len(bound) > REMEMBERED_BOUND:
