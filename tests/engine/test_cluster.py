@@ -233,3 +233,49 @@ def test_label_counts_follow_pods() -> None:
     cluster.forget("default/y")
     assert label_counts(cluster, "t", "blue").tolist() == [0, 0]
     assert np.array_equal(label_counts(cluster, "t", "green"), [0, 0])
+
+
+def _snapshot(cluster: ClusterState) -> tuple:
+    from placer.engine.priority_room import RoomByPriority
+
+    room = cluster.tracker(RoomByPriority)
+    slots = np.arange(cluster.size)
+    below = [(room.count_below(p, slots).tolist(), room.requested_below(p, "cpu", slots).tolist()) for p in (1, 11)]
+    return (
+        sorted((key, record.node) for key, record in cluster.pods.items()),
+        {node: sorted(keys) for node, keys in cluster.pods_by_node.items()},
+        cluster.requested[: cluster.size].tolist(),
+        cluster.nonzero_requested[: cluster.size].tolist(),
+        {slot: dict(ports) for slot, ports in cluster.node_ports.items()},
+        below,
+    )
+
+
+def test_many_nominated_pods_are_counted_in_and_out_as_one_at_a_time() -> None:
+    """`with_pods` sums a long list of records as arrays (the pods nominated to nodes, counted into
+    every cycle): inside, the cluster reads as if each were recorded in turn; after, as before."""
+    from placer.engine.cluster import PodRecord
+
+    nodes = [node(f"n{i}", cpu="8") for i in range(4)]
+    bound = [pod(f"low-{i}", cpu="1", node_name=f"n{i % 4}", priority=0) for i in range(6)]
+    one_by_one, summed = cluster_of(nodes, bound), cluster_of(nodes, bound)
+    nominated = [
+        PodRecord(parse_pod(pod(f"high-{i}", cpu=f"{i + 1}00m", memory="64Mi", priority=10 + i % 2,
+                                host_ports=[8080 + i % 3] if i % 4 == 0 else ())),
+                  f"n{i % 3}" if i != 5 else "gone", assumed=True)  # one nominated to a node not there
+        for i in range(12)
+    ]
+    before = _snapshot(summed)
+    for record in nominated:
+        one_by_one._record(record)
+    for _ in range(2):  # the second time from the arrays summed the first
+        with summed.with_pods(nominated):
+            assert _snapshot(summed) == _snapshot(one_by_one)
+        assert _snapshot(summed) == before
+    with summed.with_pods(nominated[:-1]):  # other records: summed again
+        one_by_one.remove_pod(nominated[-1].pod.key)
+        assert _snapshot(summed) == _snapshot(one_by_one)
+    assert _snapshot(summed) == before
+    with summed.with_pods([*nominated[:-1], nominated[0]]):  # a name twice: counted once
+        assert _snapshot(summed) == _snapshot(one_by_one)
+    assert _snapshot(summed) == before

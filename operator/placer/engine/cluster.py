@@ -46,6 +46,7 @@ __all__ = [
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = 0, 1, 2, 3
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
 _POD_LOG = 1024  # pod changes remembered (`ClusterState.pod_changes_since`)
+_SUMMED = 8  # pods counted in or out at once from which their columns are summed as arrays
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
@@ -57,6 +58,19 @@ class PodRecord:
     pod: PodInfo
     node: str
     assumed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Summed:
+    """What `ClusterState.with_pods` counts for many records, as arrays (`_summed_for`)."""
+
+    key: tuple[int, ...]  # the node table's static version, then the records' ids
+    records: tuple[PodRecord, ...]
+    counted: list[tuple[int, PodInfo]]  # (slot, pod) of the records whose node is in the table
+    slots: np.ndarray  # their slots
+    cells: np.ndarray  # (slot, column, amount) of every request
+    nonzero: np.ndarray  # (nonzero cpu, nonzero memory) per counted record
+    ported: list[tuple[int, PodInfo]]  # those with host ports
 
 
 @dataclass(slots=True)
@@ -136,6 +150,13 @@ class PodTracker:
 
     def account(self, pod: PodInfo, slot: int, sign: int) -> None:
         raise NotImplementedError
+
+    def account_many(self, counted: Sequence[tuple[int, PodInfo]], sign: int, slots: np.ndarray) -> None:
+        """`account` of many (slot, pod) at once (pods nominated to nodes, counted in and out of a
+        cycle; `slots` their slots as an array); a tracker whose state is columns may sum them as
+        arrays. The same list may come back: a tracker may keep what it derives from it."""
+        for slot, pod in counted:
+            self.account(pod, slot, sign)
 
     def clear_slot(self, slot: int) -> None:
         """The node of this slot is gone (its pods are counted again if it comes back)."""
@@ -267,6 +288,8 @@ class ClusterState:
         self.catalog = Catalog()
         # pods nominated to a node by preemption, waiting for their victims to go: key -> (pod, node)
         self.nominated: dict[str, tuple[PodInfo, str]] = {}
+        # the same as records, kept from one cycle to the next (`with_pods` sums them once)
+        self._nominated_records: dict[str, PodRecord] = {}
         # what nodes' kubelets count that the watch does not show yet (a kubelet refused a pod for
         # it: `placer.engine.kubelet_admission`), and the nodes held whole after a refusal that no
         # amount explains, until their Node object changes or the hold is released
@@ -285,6 +308,7 @@ class ClusterState:
         # the pod whose work it reuses (`pod_changes_since`)
         self.pod_changes = 0
         self._pod_log: deque[tuple[int | None, PodInfo]] = deque(maxlen=_POD_LOG)
+        self._summed: _Summed | None = None  # `with_pods`' last arrays
 
     # ----------------------------------------------------------------- node table
 
@@ -731,33 +755,48 @@ class ClusterState:
     def with_pods(self, records: Sequence[PodRecord]) -> Iterator[None]:
         """The cluster as if these pods ran where their records say (pods nominated to a node),
         then as it was; a pod already counted is left as it is."""
-        added = [record for record in records if record.pod.key not in self.pods]
-        for record in added:
-            self._record(record)
+        pods = self.pods
+        added = [record for record in records if record.pod.key not in pods]
+        if len(added) < _SUMMED or not (summed := self._summed_for(added)).records:
+            for record in added:
+                self._record(record)
+            try:
+                yield
+            finally:
+                for record in added:
+                    self.remove_pod(record.pod.key)
+            return
+        changes = self.pod_changes
+        self._count_summed(summed, +1)
         try:
             yield
         finally:
-            for record in added:
-                self.remove_pod(record.pod.key)
+            if self.pod_changes == changes or all(pods.get(record.pod.key) is record for record in added):
+                self._count_summed(summed, -1)
+            else:  # (something inside counted another pod of such a name: as remove_pod would)
+                for record in added:
+                    self.remove_pod(record.pod.key)
 
     def nominate(self, pod: PodInfo, node: str) -> None:
         """Hold `node`'s room for a pod whose victims are being evicted (kube's nominated pods)."""
         self.nominated[pod.key] = (pod, node)
+        self._nominated_records[pod.key] = PodRecord(pod, node, assumed=True)
         self.version += 1
 
     def unnominate(self, key: str) -> bool:
         if self.nominated.pop(key, None) is None:
             return False
+        del self._nominated_records[key]
         self.version += 1
         return True
 
     def nominated_against(self, pod: PodInfo) -> list[PodRecord]:
         """The pods nominated to nodes that count against `pod`: those of its priority or higher,
         other than itself, not counted on a node already (kube's `addNominatedPods`)."""
+        pods, priority = self.pods, pod.priority
         return [
-            PodRecord(other, node, assumed=True)
-            for key, (other, node) in self.nominated.items()
-            if key != pod.key and key not in self.pods and other.priority >= pod.priority
+            record for key, record in self._nominated_records.items()
+            if record.pod.priority >= priority and key not in pods and key != pod.key
         ]
 
     def pods_on(self, node_name: str) -> Iterable[PodRecord]:
@@ -772,11 +811,68 @@ class ClusterState:
         self._account(record, +1)
         self._logged(self.index.get(record.node), record.pod)
 
+    def _summed_for(self, records: list[PodRecord]) -> _Summed:
+        """The columns `records` add, summed once for as long as the same records come back (the
+        pods nominated to nodes, cycle after cycle) and the node table keeps its slots."""
+        key = (self.static_version, *map(id, records))  # (the memo holds the records: ids stay theirs)
+        memo = self._summed
+        if memo is not None and memo.key == key:
+            return memo
+        if len({record.pod.key for record in records}) != len(records):  # two of a name: one at a time
+            return _Summed(key, (), [], np.zeros(0, dtype=np.intp), np.zeros((0, 3), dtype=np.int64),
+                           np.zeros((0, 2), dtype=np.int64), [])
+        counted = [(slot, record.pod) for record in records if (slot := self.index.get(record.node)) is not None]
+        cells = [(slot, self.resource_column(name), amount)  # (may widen the table)
+                 for slot, pod in counted for name, amount in pod.requests.items()]
+        table = np.array(cells, dtype=np.int64).reshape(len(cells), 3)
+        nonzero = np.array([(pod.nonzero_cpu, pod.nonzero_memory) for _, pod in counted],
+                           dtype=np.int64).reshape(len(counted), 2)
+        self._summed = _Summed(
+            key=key,
+            records=tuple(records),
+            counted=counted,
+            slots=np.array([slot for slot, _ in counted], dtype=np.intp),
+            cells=table,
+            nonzero=nonzero,
+            ported=[(slot, pod) for slot, pod in counted if pod.host_ports],
+        )
+        return self._summed
+
+    def _count_summed(self, summed: _Summed, sign: int) -> None:
+        """Count (+1) or uncount (-1) records none (or all) of which are counted, their columns
+        summed as arrays. One version more and no pod change logged (`pod_changes_since` then
+        answers None: what was counted here is no longer counted, or will not be for long)."""
+        pods, by_node = self.pods, self.pods_by_node
+        if sign > 0:
+            for record in summed.records:
+                key = record.pod.key
+                pods[key] = record
+                by_node.setdefault(record.node, set()).add(key)
+        else:
+            for record in summed.records:
+                key = record.pod.key
+                del pods[key]
+                members = by_node[record.node]
+                members.discard(key)
+                if not members:
+                    del by_node[record.node]
+        table = summed.cells
+        np.add.at(self.requested, (table[:, 0], table[:, 1]), sign * table[:, 2])
+        np.add.at(self.requested[:, PODS], summed.slots, sign)
+        np.add.at(self.nonzero_requested[:, 0], summed.slots, sign * summed.nonzero[:, 0])
+        np.add.at(self.nonzero_requested[:, 1], summed.slots, sign * summed.nonzero[:, 1])
+        for slot, pod in summed.ported:
+            self._count_ports(slot, pod, sign)
+        for tracker in self._trackers.values():
+            tracker.account_many(summed.counted, sign, summed.slots)
+        self.version += 1
+
     def _account(self, record: PodRecord, sign: int) -> None:
         slot = self.index.get(record.node)
-        if slot is None:
-            return  # applied when the node arrives
-        pod = record.pod
+        if slot is not None:  # (else applied when the node arrives)
+            self._account_slot(slot, record.pod, sign)
+
+    def _account_slot(self, slot: int, pod: PodInfo, sign: int) -> None:
         for name, amount in pod.requests.items():
             column = self.resource_column(name)  # may widen the table: look it up first
             self.requested[slot, column] += sign * amount
@@ -784,14 +880,17 @@ class ClusterState:
         self.nonzero_requested[slot, 0] += sign * pod.nonzero_cpu
         self.nonzero_requested[slot, 1] += sign * pod.nonzero_memory
         if pod.host_ports:
-            ports = self.node_ports.setdefault(slot, Counter())
-            ports.update({port: sign for port in pod.host_ports})
-            if not +ports:
-                del self.node_ports[slot]
-            else:
-                self.node_ports[slot] = +ports
+            self._count_ports(slot, pod, sign)
         for tracker in self._trackers.values():
             tracker.account(pod, slot, sign)
+
+    def _count_ports(self, slot: int, pod: PodInfo, sign: int) -> None:
+        ports = self.node_ports.setdefault(slot, Counter())
+        ports.update({port: sign for port in pod.host_ports})
+        if not +ports:
+            del self.node_ports[slot]
+        else:
+            self.node_ports[slot] = +ports
 
     def tracker(self, kind: type[TrackerT]) -> TrackerT:
         """The cluster's instance of a PodTracker, created and fed every counted pod on first use."""

@@ -219,6 +219,9 @@ class EvictionTerms:
     #: (priority) -> (nodes, quantities): what evicting every pod of a lower priority frees on each
     #: node, when the plugin can tell without visiting the pods; None: the dry run sums `frees`
     frees_below: Callable[[int], np.ndarray] | None = None
+    #: what `frees` depends on besides the victim (the same key: the same answers, so the dry run
+    #: may keep a node's rows from one preemptor to the next); None: not to be kept
+    frees_key: Hashable | None = None
 
 
 class FilterPlugin(Plugin[ArgsT]):
@@ -349,6 +352,12 @@ class EvictionCheck:
         for terms in self._terms:
             row.extend(terms.frees(pod))
         return row
+
+    @property
+    def frees_key(self) -> Hashable | None:
+        """What `frees` depends on besides the victim, None when the terms cannot say."""
+        keys = tuple(terms.frees_key for terms in self._terms)
+        return None if None in keys else keys
 
     def frees_below(self, priority: int) -> np.ndarray | None:
         """(candidates, quantities): what evicting every pod below `priority` frees on each candidate;

@@ -52,13 +52,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import ClassVar
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from placer.engine.cluster import ClusterState, PodRecord
+from placer.engine.cluster import ClusterState, PodRecord, PodTracker
 from placer.engine.framework import (
     EvictionCheck,
     PluginArgs,
@@ -128,6 +128,61 @@ def split_by_budgets(
     return violating, fine
 
 
+class _Lower:
+    """A node's pods below a priority in put-back order (`VictimOrder`)."""
+
+    __slots__ = ("ordered", "protected", "rows")
+
+    def __init__(self, ordered: list[PodRecord], protected: int) -> None:
+        self.ordered = ordered  # those a budget protects first, each part most important first
+        self.protected = protected  # how many a budget protects
+        self.rows: dict[Hashable, list[int]] = {}  # EvictionCheck.frees_key -> what each frees, flat
+
+
+class VictimOrder(PodTracker):
+    """Per node: its pods below a priority in the order the dry run puts them back (those a budget
+    protects first, each part most important first) and what each frees, kept until a pod is
+    counted or uncounted there or the budgets change — most of the hundred nodes a dry run visits
+    are the same from one preemptor to the next."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        super().__init__(cluster)
+        self._stamps = np.zeros(cluster.capacity, dtype=np.int64)  # per slot: bumped by every pod (un)counted
+        # slot -> (stamp, priority, budgets, the node's lower pods)
+        self._kept: dict[int, tuple[int, int, tuple[DisruptionBudget, ...], _Lower]] = {}
+
+    def account(self, pod: PodInfo, slot: int, sign: int) -> None:
+        self._stamps[slot] += 1
+
+    def account_many(self, counted: Sequence[tuple[int, PodInfo]], sign: int, slots: np.ndarray) -> None:
+        np.add.at(self._stamps, slots, 1)
+
+    def clear_slot(self, slot: int) -> None:
+        self._stamps[slot] += 1
+
+    def grow(self, capacity: int) -> None:
+        grown = np.zeros(capacity, dtype=np.int64)
+        grown[: len(self._stamps)] = self._stamps
+        self._stamps = grown
+
+    def lower(self, slot: int, priority: int, budgets: tuple[DisruptionBudget, ...]) -> _Lower:
+        """The pods below `priority` on the node of `slot`."""
+        stamp = int(self._stamps[slot])
+        kept = self._kept.get(slot)
+        if (kept is not None and kept[0] == stamp and kept[1] == priority and len(kept[2]) == len(budgets)
+                and all(a is b for a, b in zip(kept[2], budgets, strict=True))):
+            return kept[3]
+        cluster = self.cluster
+        potential = sorted(
+            (record for record in cluster.pods_on(cluster.names[slot]) if record.pod.priority < priority),
+            key=lambda record: importance(record.pod),
+        )
+        violating, fine = split_by_budgets(potential, budgets)
+        lower = _Lower(violating + fine, len(violating))
+        self._kept[slot] = (stamp, priority, budgets, lower)
+        return lower
+
+
 class _Candidate:
     __slots__ = ("node", "order", "victims", "violations")
 
@@ -135,9 +190,9 @@ class _Candidate:
         self.node, self.order, self.victims, self.violations = node, order, victims, violations
 
     def earliest_start_of_highest(self) -> float:
-        """kube's `GetEarliestPodStartTime`: among the highest-priority victims, the earliest start."""
-        top = max(v.priority for v in self.victims)
-        return min(start_time(v) for v in self.victims if v.priority == top)
+        """kube's `GetEarliestPodStartTime`: among the highest-priority victims, the earliest start —
+        the first victim's, as they are most important first (higher priority, then earlier start)."""
+        return start_time(self.victims[0])
 
 
 def pick_one(candidates: Sequence[_Candidate]) -> _Candidate:
@@ -147,7 +202,7 @@ def pick_one(candidates: Sequence[_Candidate]) -> _Candidate:
         key=lambda c: (
             c.violations,
             c.victims[0].priority,  # victims are most important first: the highest priority
-            sum(v.priority + 2**31 for v in c.victims),
+            sum(v.priority for v in c.victims) + len(c.victims) * 2**31,
             len(c.victims),
             -c.earliest_start_of_highest(),  # the latest start wins
             c.order,
@@ -194,7 +249,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         if not len(candidates):  # no node where evicting pods could help: nothing to dry-run
             message = fit_error_message(context.all_nodes, Counter({NOT_HELPFUL: context.all_nodes}))
             return f"preemption: {message}"
-        budgets = [b for _, _, b in cluster.catalog.items("PodDisruptionBudget")]
+        budgets = tuple(b for _, _, b in cluster.catalog.items("PodDisruptionBudget"))
         if context.evictions is not None:
             check = context.evictions()
         else:  # the filters node by node only
@@ -220,7 +275,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         cluster: ClusterState,
         check: EvictionCheck,
         lower: np.ndarray,
-        budgets: Sequence[DisruptionBudget],
+        budgets: tuple[DisruptionBudget, ...],
         wanted: int,
     ) -> list[_Candidate]:
         """kube's DryRunPreemption, one node after another from the first candidate: the candidates
@@ -264,7 +319,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         cluster: ClusterState,
         check: EvictionCheck,
         positions: np.ndarray,
-        budgets: Sequence[DisruptionBudget],
+        budgets: tuple[DisruptionBudget, ...],
         checked: bool,
     ) -> list[_Candidate | None]:
         """kube's `SelectVictimsOnNode` on the candidates at `positions` together: every lower pod
@@ -275,17 +330,18 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         lists: list[list[PodRecord]] = []
         protected: list[int] = []  # per node: how many of its list a budget protects (they come first)
         rows: list[int] = []
+        order = cluster.tracker(VictimOrder)
+        key = check.frees_key
         for slot in check.slots[positions].tolist():
-            potential = sorted(
-                (record for record in cluster.pods_on(cluster.names[slot]) if record.pod.priority < pod.priority),
-                key=lambda record: importance(record.pod),
-            )
-            violating, fine = split_by_budgets(potential, budgets)
-            ordered = violating + fine
-            lists.append(ordered)
-            protected.append(len(violating))
-            for record in ordered:
-                rows.extend(check.frees(record.pod))
+            lower = order.lower(slot, pod.priority, budgets)
+            lists.append(lower.ordered)
+            protected.append(lower.protected)
+            part = lower.rows.get(key) if key is not None else None
+            if part is None:
+                part = [amount for record in lower.ordered for amount in check.frees(record.pod)]
+                if key is not None:
+                    lower.rows[key] = part
+            rows.extend(part)
         lengths = np.fromiter((len(ordered) for ordered in lists), dtype=np.int64, count=len(lists))
         frees = np.asarray(rows, dtype=np.int64).reshape(int(lengths.sum()), width)
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
@@ -335,7 +391,8 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
                 outcomes.append(None)
                 continue
             violations = sum(1 for j in range(protected[i]) if not reprieved[base + j])
-            victims.sort(key=importance)
+            if protected[i]:  # (else they are in `ordered`'s order already: most important first)
+                victims.sort(key=importance)
             outcomes.append(_Candidate(cluster.names[int(check.slots[positions[i]])], int(positions[i]), victims,
                                        violations))
         return outcomes

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from placer.engine.cluster import ClusterState
+from placer.engine.kinds import KINDS_BY_NAME, upsert_object
 from placer.engine.parsing import parse_pod
 from placer.engine.profile import DEFAULT_FILTERS, Profile, ProfileError, compile_profile
 from placer.engine.runtime import Decision, Scheduler
@@ -525,6 +526,25 @@ def test_budgets_match_by_namespace_and_selector() -> None:
     no_app = pdb("no-app", None, 0, selector={"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})
     decision = run(kpod("p", 10, "400m"), [node("n", cpu="800m")], bare, objects=[no_app])
     assert nominated(decision) == ("n", ["v"])
+
+
+def test_the_victim_order_kept_per_node_follows_its_pods_and_the_budgets() -> None:
+    """The dry run keeps each node's lower pods in put-back order between preemptors
+    (`VictimOrder`): a budget that appears, a pod that leaves and one that arrives all count."""
+    cluster = cluster_of([node("n", cpu="800m")], [kpod("v", 1, "400m", node_name="n", labels={"app": "v"}),
+                                                   kpod("a", 5, "400m", node_name="n")])
+    fit = profile()
+    assert nominated(decide(fit, kpod("p", 10, "400m"), cluster)) == ("n", ["v"])
+    upsert_object(cluster.catalog, KINDS_BY_NAME["PodDisruptionBudget"], pdb("v", {"app": "v"}, 0))
+    assert nominated(decide(fit, kpod("p", 10, "400m"), cluster)) == ("n", ["a"])
+    cluster.remove_pod("default/a")
+    cluster.add_pod(parse_pod(kpod("b", 0, "400m", node_name="n")))
+    assert nominated(decide(fit, kpod("p", 10, "400m"), cluster)) == ("n", ["b"])
+    # another priority, other pods below it: y alone for q, x and y for p
+    cluster = cluster_of([node("n", cpu="1")],
+                         [kpod("x", 5, "600m", node_name="n"), kpod("y", 0, "400m", node_name="n")])
+    assert nominated(decide(fit, kpod("q", 3, "400m"), cluster)) == ("n", ["y"])
+    assert nominated(decide(fit, kpod("p", 10, "600m"), cluster)) == ("n", ["x"])
 
 
 def records(cluster: ClusterState, *names: str) -> list[Any]:

@@ -349,7 +349,7 @@ class NodeResourcesFit(FilterPlugin[NodeResourcesFitArgs], ScorePlugin[NodeResou
                 freed[:, 1 + i] = room.requested_below(priority, name, slots)
             return freed
 
-        return EvictionTerms(shortfall, frees, frees_below)
+        return EvictionTerms(shortfall, frees, frees_below, frees_key=(self.name, tuple(names)))
 
     def resolvable_nodes(self, pod: PodInfo, cluster: ClusterState, rejected: np.ndarray) -> np.ndarray:
         """kube v1.36 marks a node Unresolvable where the pod asks more of a resource than the node

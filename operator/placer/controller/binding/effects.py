@@ -46,23 +46,29 @@ class Written:
     ok: bool  # written (or found written already)
     status: int  # the HTTP status; 0 when no answer came at all
     message: str = ""  # the server's message, or the client's error
-    resource_version: str = ""  # what the write left the object at
+    version_read: str = ""  # what the write left the object at, when read back
+    #: the server's answer to a write that landed: its resourceVersion is read from it when asked
+    #: (most writes never ask: a victim's DELETE answers with the whole pod)
+    reply: Reply | None = None
 
     @property
     def answered(self) -> bool:
         return self.status != 0
 
+    @property
+    def resource_version(self) -> str:
+        """What the write left the object at ("" when unknown)."""
+        if self.version_read or self.reply is None:
+            return self.version_read
+        try:
+            return resource_version(self.reply.json())
+        except ValueError:
+            return ""
+
 
 def resource_version(body: Any) -> str:
     meta = body.get("metadata") if isinstance(body, Mapping) else None
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
-
-
-def _version(reply: Reply) -> str:
-    try:
-        return resource_version(reply.json())
-    except ValueError:
-        return ""
 
 
 class ObjectWriter(Protocol):
@@ -85,7 +91,7 @@ class Effects:
         try:
             reply: Reply = await self.kube.write(write)
             if reply.ok:
-                return Written(True, reply.status, "", _version(reply))
+                return Written(True, reply.status, reply=reply)
             if reply.resent and write.delete and reply.status == 404:  # the first attempt deleted it
                 return Written(True, reply.status, reply.message())
             # our own write landed? (a 409, or a 422: a JSON patch whose `test` found the object changed)
@@ -129,7 +135,7 @@ class Effects:
                 return None
             reply = await self.kube.write(again)
             if reply.ok:
-                return Written(True, reply.status, "", _version(reply))
+                return Written(True, reply.status, reply=reply)
             if reply.status != 409:
                 return None
             current = await self._read(write)
