@@ -131,12 +131,21 @@ def split_by_budgets(
 class _Lower:
     """A node's pods below a priority in put-back order (`VictimOrder`)."""
 
-    __slots__ = ("ordered", "protected", "rows")
+    __slots__ = ("_importance", "ordered", "protected", "rows")
 
     def __init__(self, ordered: list[PodRecord], protected: int) -> None:
         self.ordered = ordered  # those a budget protects first, each part most important first
         self.protected = protected  # how many a budget protects
         self.rows: dict[Hashable, list[int]] = {}  # EvictionCheck.frees_key -> what each frees, flat
+        self._importance: list[tuple[int, float, str]] | None = None
+
+    def most_important_first(self, picked: list[int]) -> list[PodInfo]:
+        """The pods at these positions of `ordered`, most important first."""
+        if not self.protected:  # (`ordered` is in that order already)
+            return [self.ordered[j].pod for j in picked]
+        if self._importance is None:
+            self._importance = [importance(record.pod) for record in self.ordered]
+        return [self.ordered[j].pod for j in sorted(picked, key=self._importance.__getitem__)]
 
 
 class VictimOrder(PodTracker):
@@ -291,7 +300,9 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         fine = 0
         start = 0
         while start < len(positions):
-            size = max(wanted - len(found), _MORE)
+            # the nodes still wanted; while every candidate violates a budget, as many again as
+            # were examined (the answer is the same: candidates are taken in order, up to the stop)
+            size = max(wanted - len(found), _MORE, start)
             batch = positions[start : start + size]
             start += len(batch)
             for candidate in self._select_victims(pod, cluster, check, batch, budgets, checked=freed is not None):
@@ -327,6 +338,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         time, most important first (those a budget protects before the others), each kept where
         the pod still fits: the rest are the victims. None for a node where it cannot fit."""
         width = check.width
+        lowers: list[_Lower] = []
         lists: list[list[PodRecord]] = []
         protected: list[int] = []  # per node: how many of its list a budget protects (they come first)
         rows: list[int] = []
@@ -334,6 +346,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         key = check.frees_key
         for slot in check.slots[positions].tolist():
             lower = order.lower(slot, pod.priority, budgets)
+            lowers.append(lower)
             lists.append(lower.ordered)
             protected.append(lower.protected)
             part = lower.rows.get(key) if key is not None else None
@@ -385,14 +398,13 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
                 outcomes.append(None)
                 continue
             base = int(starts[i])
-            victims = [record.pod for j, record in enumerate(ordered) if not reprieved[base + j]]
-            if not victims:
+            picked = [j for j in range(len(ordered)) if not reprieved[base + j]]
+            if not picked:
                 # kube's "expected at least one victim pod on node": the pod fits with all of them
                 outcomes.append(None)
                 continue
             violations = sum(1 for j in range(protected[i]) if not reprieved[base + j])
-            if protected[i]:  # (else they are in `ordered`'s order already: most important first)
-                victims.sort(key=importance)
+            victims = lowers[i].most_important_first(picked)
             outcomes.append(_Candidate(cluster.names[int(check.slots[positions[i]])], int(positions[i]), victims,
                                        violations))
         return outcomes
