@@ -56,10 +56,16 @@ bench-engine: install ## engine only: default profile, 1,000 and 5,000 nodes, sy
 	$(PY) bench/engine_bench.py --runs 5 --workloads plain,relations,claims,kube-basic,kube-nodeaffinity \
 		--batching both --json bench/results/engine.json
 
-bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, then kube's PreemptionBasic at 5,000 nodes (CPU per preemptor along the workload), medians of 5 and 3
+bench-preemption: install ## one preemption at 1,000 nodes full of lower-priority pods, kube's PreemptionBasic at 5,000 nodes (CPU per preemptor along the workload), then at 500 with 0 and 150 preemptions outstanding (and with budgets), medians of 5, 3 and 3
 	$(PY) bench/preemption_bench.py --runs 5 --json bench/results/preemption.json
 	$(PY) bench/preemption_bench.py --shape basic --nodes 5000 --runs 3 --preemptors 10 \
 		--json bench/results/preemption-basic-5000.json
+	$(PY) bench/preemption_bench.py --shape waves --nodes 500 --outstanding 0 --preemptors 450 --runs 3 \
+		--json bench/results/preemption-waves-500-0.json
+	$(PY) bench/preemption_bench.py --shape waves --nodes 500 --outstanding 150 --preemptors 450 --runs 3 \
+		--json bench/results/preemption-waves-500-150.json
+	$(PY) bench/preemption_bench.py --shape waves --nodes 500 --outstanding 0 --preemptors 300 --runs 3 --budget \
+		--json bench/results/preemption-waves-500-pdb.json
 
 bench-gang: install ## a gang of 100 pods decided on 1,000 nodes (and the same pods one by one), medians of 5
 	$(PY) bench/gang_bench.py --runs 5 --json bench/results/gang.json
@@ -115,12 +121,14 @@ SUITE_LARGE_SIZES ?= 5000
 SUITE_MODES ?= waiting during
 SUITE_RUNS ?= 1
 SUITE_SCALE ?= 1
+# seconds between a contender's start and the first op (kube's suite starts its scheduler first)
+SUITE_SETTLE ?= 0
 empty :=
 space := $(empty) $(empty)
 # the results' file name: the sizes joined by '-', and the scale when not 1
 suite_json = bench/results/suite-$(REAL_VERSION)-$(subst $(space),-,$(strip $(1)))$(if $(filter-out 1,$(SUITE_SCALE)),-x$(SUITE_SCALE)).json
 SUITE = $(PY) bench/suite_bench.py --kube-bin $(KUBE_BIN) --kube-source $(KUBE_SOURCE) --modes $(SUITE_MODES) \
-	--runs $(SUITE_RUNS) --scale $(SUITE_SCALE)
+	--runs $(SUITE_RUNS) --scale $(SUITE_SCALE) --settle $(SUITE_SETTLE)
 bench-real: install $(RUN_STAMP) ## kube's own performance suite (scheduler_perf from KUBE_SOURCE) on a real v1.36 plane: Placer vs kube-scheduler vs the limit row, both creation modes; all at 500 nodes, SchedulingBasic and PreemptionBasic at 5,000 too (about 3 h on 2 cores; SUITE_* variables, docs/performance.md)
 	@test -x "$(KUBE_BIN)/kube-apiserver" || { echo "KUBE_BIN=$(KUBE_BIN): no kube-apiserver; build one with ../shared/realcluster/build.sh (docs/performance.md)"; exit 2; }
 	$(SUITE) $(if $(strip $(SUITE_WORKLOADS)),--workloads $(SUITE_WORKLOADS)) --sizes $(SUITE_SIZES) \

@@ -21,8 +21,16 @@ clock), both cycles, median of each stage's preemptors, and the mean over the st
 stages are the midpoints of ten equal parts of the workload: their mean estimates the whole
 workload's average).
 
+`--shape waves` is PreemptionBasic as a real API server plays it: the writes lag the decisions, so
+a preemptor is decided while the last `--outstanding` preemptors are still nominated with their
+victims in place; then the oldest one's victims go and it is placed. CPU per preemptor over all
+its cycles, median of `--runs`; `--budget`: every other low-priority pod under a
+PodDisruptionBudget allowing none (bench/suite's PreemptionWithPDB: every candidate breaks it, so
+the dry run visits every node).
+
     python bench/preemption_bench.py [--runs 5] [--nodes 1000] [--json FILE]
     python bench/preemption_bench.py --shape basic --nodes 5000 [--stages 0.05,0.15,...] [--preemptors 10]
+    python bench/preemption_bench.py --shape waves --nodes 500 --outstanding 150 --preemptors 450 [--budget]
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -178,18 +187,78 @@ def main_basic(args: argparse.Namespace) -> int:
     return 0
 
 
+def waves_cluster(nodes: int, budget: bool) -> ClusterState:
+    """PreemptionBasic's start; with `budget`, every other low pod under a budget allowing none."""
+    cluster = basic_cluster(nodes) if not budget else ClusterState()
+    if budget:
+        for i in range(nodes):
+            cluster.upsert_node(parse_node(node(f"scheduler-perf-{i:05d}", cpu="4", memory="32Gi", pods="110")))
+        for k, slot in enumerate(slot for slot in cluster.scan_order() for _ in range(4)):
+            cluster.add_pod(parse_pod(pod(f"victim-{k}", cpu="900m", memory="500Mi", node_name=cluster.names[slot],
+                                          labels={"protected": str(k % 2)})))
+        upsert_object(cluster.catalog, KINDS_BY_NAME["PodDisruptionBudget"], {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "protected", "namespace": "default"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"protected": "1"}}},
+            "status": {"disruptionsAllowed": 0}})
+    return cluster
+
+
+def measure_waves(nodes: int, outstanding: int, preemptors: int, budget: bool) -> float:
+    """CPU ms per preemptor, all cycles, with `outstanding` preemptions not carried out yet."""
+    cluster = waves_cluster(nodes, budget)
+    profile = compile_profile("bench", {"schedulerName": "placer"})
+    scheduler = Scheduler()
+    waiting: list[tuple[PodInfo, Any]] = []
+    start = time.thread_time()
+    for k in range(preemptors):
+        preemptor = high_pod(f"high-{k}")
+        decision = scheduler.schedule(preemptor, profile, cluster, top=0)
+        assert decision.preemption is not None, decision.full_message
+        cluster.nominate(preemptor, decision.preemption.node)
+        waiting.append((preemptor, decision))
+        while len(waiting) > outstanding or (k == preemptors - 1 and waiting):
+            oldest, chosen = waiting.pop(0)
+            for victim in chosen.preemption.victims:
+                cluster.remove_pod(victim.key)
+            placed = scheduler.schedule(oldest, profile, cluster, top=0)
+            assert placed.node == chosen.preemption.node, placed.full_message
+            scheduler.assume(oldest, placed, profile, cluster)
+            cluster.unnominate(oldest.key)
+    return (time.thread_time() - start) / preemptors * 1000
+
+
+def main_waves(args: argparse.Namespace) -> int:
+    runs = [measure_waves(args.nodes, args.outstanding, args.preemptors, args.budget) for _ in range(args.runs)]
+    row = {"shape": "PreemptionWithPDB" if args.budget else "PreemptionBasic", "nodes": args.nodes,
+           "outstanding": args.outstanding, "preemptors": args.preemptors, "runs": args.runs,
+           "cpu_ms_per_preemptor": round(statistics.median(runs), 3), "all_runs_ms": [round(r, 3) for r in runs]}
+    print(f"{row['shape']} waves, {args.nodes} nodes, {args.outstanding} outstanding: "
+          f"{row['cpu_ms_per_preemptor']:.2f} ms per preemptor (median of {args.runs}: {row['all_runs_ms']})",
+          flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(row, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--preemptors", type=int, default=20, help="preemptors timed per run (per stage: basic)")
-    parser.add_argument("--shape", choices=("full", "basic"), default="full",
-                        help="full: 8 pods of priorities 0-2 per node, a budget; basic: kube's PreemptionBasic")
+    parser.add_argument("--shape", choices=("full", "basic", "waves"), default="full",
+                        help="full: 8 pods of priorities 0-2 per node, a budget; basic: kube's PreemptionBasic; "
+                             "waves: PreemptionBasic with preemptions outstanding")
     parser.add_argument("--stages", help="basic: the fractions of nodes preempted before each measurement")
+    parser.add_argument("--outstanding", type=int, default=150, help="waves: preemptions not carried out yet")
+    parser.add_argument("--budget", action="store_true", help="waves: every other low pod under a budget")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.shape == "basic":
         return main_basic(args)
+    if args.shape == "waves":
+        return main_waves(args)
     cluster = full_cluster(args.nodes)
     medians, baselines, nominated = [], [], 0
     for _ in range(args.runs):  # interleaved, so both see the same machine load

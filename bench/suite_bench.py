@@ -357,6 +357,9 @@ class Settings:
     kube_bin: Path
     timeout: float
     logs: Path | None = None
+    #: seconds between the contender's start and the plan's first op (kube's suite starts its
+    #: scheduler before any op; 0: the ops start at once, the contender's start-up overlapping them)
+    settle: float = 0.0
 
 
 class Run:
@@ -526,6 +529,8 @@ class Run:
         try:
             await asyncio.wait_for(ready.wait(), 60)
             self.start_scheduler()
+            if self.settings.settle:
+                await asyncio.sleep(self.settings.settle)
             for step in self.plan.steps:
                 self.deadline = time.time() + self.settings.timeout
                 await self.step(step)
@@ -946,6 +951,9 @@ def main() -> int:
     parser.add_argument("--schedulers", nargs="+", choices=SCHEDULERS, default=list(SCHEDULERS))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1800.0, help="s for each op's pods to be bound")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="s between the contender's start and the first op (kube's suite starts its scheduler "
+                             "before any op; default 0: the ops start at once)")
     parser.add_argument("--list", action="store_true", help="print the rows that would run, and stop")
     parser.add_argument("--logs", type=Path, help="keep each contender's log here")
     parser.add_argument("--json", type=Path)
@@ -968,7 +976,7 @@ def main() -> int:
     unknown = [name for name, _ in selection if name not in suite]
     if unknown:
         parser.error(f"no such test case: {', '.join(unknown)} (the suite has {', '.join(sorted(suite))})")
-    settings = Settings(kube_bin=args.kube_bin.resolve(), timeout=args.timeout, logs=args.logs)
+    settings = Settings(kube_bin=args.kube_bin.resolve(), timeout=args.timeout, logs=args.logs, settle=args.settle)
     summary: dict[str, Any] = {"kube_version": version, "kube_source": source.describe(), "runs": args.runs,
                                "scale": args.scale, "rows": []}
     print(f"Kubernetes {version} ({args.kube_bin}); suite from {source.location} at {source.commit or 'its tree'}",

@@ -475,3 +475,14 @@ def test_plane_ports_and_folder_from_realclusters_variables(tmp_path: Path) -> N
                              env=environment).stdout.splitlines()
     assert default == ["6443 2379 https://127.0.0.1:6443 /tmp/placer-realcluster.lock /default",
                        "6443 2379 /state --x=1"]
+
+
+def test_preemption_waves_place_every_preemptor_with_and_without_budgets() -> None:
+    """bench/preemption_bench.py's `waves` shape: preemptors decided while earlier ones are still
+    nominated, each placed on its nominated node once its victims go (asserted inside), budgets or not."""
+    import preemption_bench
+
+    for budget in (False, True):
+        cluster = preemption_bench.waves_cluster(8, budget)
+        assert len(cluster.pods) == 32
+        assert preemption_bench.measure_waves(8, outstanding=3, preemptors=6, budget=budget) > 0
