@@ -131,13 +131,16 @@ def split_by_budgets(
 class _Lower:
     """A node's pods below a priority in put-back order (`VictimOrder`)."""
 
-    __slots__ = ("_importance", "ordered", "protected", "rows")
+    __slots__ = ("_importance", "ordered", "outcomes", "protected", "rows")
 
     def __init__(self, ordered: list[PodRecord], protected: int) -> None:
         self.ordered = ordered  # those a budget protects first, each part most important first
         self.protected = protected  # how many a budget protects
         self.rows: dict[Hashable, list[int]] = {}  # EvictionCheck.frees_key -> what each frees, flat
         self._importance: list[tuple[int, float, str]] | None = None
+        #: (frees key, checked, the node's shortfall) -> the put-backs' outcome there: the victims
+        #: and how many break a budget, or None (the pod cannot fit, or needs no victim)
+        self.outcomes: dict[tuple[Hashable, bool, bytes], tuple[list[PodInfo], int] | None] = {}
 
     def most_important_first(self, picked: list[int]) -> list[PodInfo]:
         """The pods at these positions of `ordered`, most important first."""
@@ -198,6 +201,18 @@ class _Candidate:
     def __init__(self, node: str, order: int, victims: list[PodInfo], violations: int) -> None:
         self.node, self.order, self.victims, self.violations = node, order, victims, violations
 
+    def rank(self) -> tuple[int, int, int, int, float, int]:
+        """`pick_one`'s sort key: the first one wins."""
+        victims = self.victims
+        return (
+            self.violations,
+            victims[0].priority,  # victims are most important first: the highest priority
+            sum(v.priority for v in victims) + len(victims) * 2**31,
+            len(victims),
+            -self.earliest_start_of_highest(),  # the latest start wins
+            self.order,
+        )
+
     def earliest_start_of_highest(self) -> float:
         """kube's `GetEarliestPodStartTime`: among the highest-priority victims, the earliest start —
         the first victim's, as they are most important first (higher priority, then earlier start)."""
@@ -206,18 +221,7 @@ class _Candidate:
 
 def pick_one(candidates: Sequence[_Candidate]) -> _Candidate:
     """kube's `pickOneNodeForPreemption`, with node order as the last tie-breaker."""
-    ranked = sorted(
-        candidates,
-        key=lambda c: (
-            c.violations,
-            c.victims[0].priority,  # victims are most important first: the highest priority
-            sum(v.priority for v in c.victims) + len(c.victims) * 2**31,
-            len(c.victims),
-            -c.earliest_start_of_highest(),  # the latest start wins
-            c.order,
-        ),
-    )
-    return ranked[0]
+    return min(candidates, key=_Candidate.rank)
 
 
 class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
@@ -336,17 +340,50 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         """kube's `SelectVictimsOnNode` on the candidates at `positions` together: every lower pod
         gone, the pod must fit (unless `checked` already); then the pods are put back one at a
         time, most important first (those a budget protects before the others), each kept where
-        the pod still fits: the rest are the victims. None for a node where it cannot fit."""
+        the pod still fits: the rest are the victims. None for a node where it cannot fit. A node's
+        outcome is kept with its lower pods (`_Lower.outcomes`) for the next preemptor that asks
+        the same there: the same pods, what each frees, and the same shortfall."""
+        order = cluster.tracker(VictimOrder)
+        key = check.frees_key
+        keep = key is not None and check.node_fits is None  # (node_fits reads more than the columns)
+        names = cluster.names
+        outcomes: list[_Candidate | None] = [None] * len(positions)
+        asked: list[tuple[int, _Lower, tuple[Hashable, bool, bytes] | None]] = []  # (i, lower, outcome's key)
+        for i, (position, slot) in enumerate(zip(positions.tolist(), check.slots[positions].tolist(), strict=True)):
+            lower = order.lower(slot, pod.priority, budgets)
+            wanted = (key, checked, check.shortfall[position].tobytes()) if keep else None
+            if wanted is not None and wanted in lower.outcomes:
+                kept = lower.outcomes[wanted]
+                if kept is not None:
+                    outcomes[i] = _Candidate(names[slot], position, kept[0], kept[1])
+                continue
+            asked.append((i, lower, wanted))
+        if asked:
+            chosen = np.fromiter((i for i, _, _ in asked), dtype=np.intp, count=len(asked))
+            found = DefaultPreemption._put_back(check, positions[chosen], [lower for _, lower, _ in asked], checked)
+            if keep and sum(len(lower.outcomes) for _, lower, _ in asked) > 8 * len(asked):
+                for _, lower, _ in asked:
+                    lower.outcomes.clear()  # (shortfalls seen once: start again rather than grow)
+            for (i, lower, wanted), outcome in zip(asked, found, strict=True):
+                if wanted is not None:
+                    lower.outcomes[wanted] = outcome
+                if outcome is not None:
+                    slot = int(check.slots[positions[i]])
+                    outcomes[i] = _Candidate(names[slot], int(positions[i]), outcome[0], outcome[1])
+        return outcomes
+
+    @staticmethod
+    def _put_back(
+        check: EvictionCheck, positions: np.ndarray, lowers: list[_Lower], checked: bool,
+    ) -> list[tuple[list[PodInfo], int] | None]:
+        """The put-backs on the candidates at `positions` (their lower pods `lowers`), all at once:
+        per node, its victims most important first and how many of them break a budget, or None."""
         width = check.width
-        lowers: list[_Lower] = []
+        key = check.frees_key
         lists: list[list[PodRecord]] = []
         protected: list[int] = []  # per node: how many of its list a budget protects (they come first)
         rows: list[int] = []
-        order = cluster.tracker(VictimOrder)
-        key = check.frees_key
-        for slot in check.slots[positions].tolist():
-            lower = order.lower(slot, pod.priority, budgets)
-            lowers.append(lower)
+        for lower in lowers:
             lists.append(lower.ordered)
             protected.append(lower.protected)
             part = lower.rows.get(key) if key is not None else None
@@ -391,7 +428,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
                         kept[starts[i] + j] = True
                     else:
                         gone.append(record)
-        outcomes: list[_Candidate | None] = []
+        outcomes: list[tuple[list[PodInfo], int] | None] = []
         reprieved = kept.tolist()
         for i, ordered in enumerate(lists):
             if not fits[i]:
@@ -404,7 +441,5 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
                 outcomes.append(None)
                 continue
             violations = sum(1 for j in range(protected[i]) if not reprieved[base + j])
-            victims = lowers[i].most_important_first(picked)
-            outcomes.append(_Candidate(cluster.names[int(check.slots[positions[i]])], int(positions[i]), victims,
-                                       violations))
+            outcomes.append((lowers[i].most_important_first(picked), violations))
         return outcomes

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from placer.engine.cluster import ClusterState
 from placer.engine.kinds import KINDS_BY_NAME, upsert_object
-from placer.engine.parsing import parse_pod
+from placer.engine.parsing import parse_node, parse_pod
 from placer.engine.profile import DEFAULT_FILTERS, Profile, ProfileError, compile_profile
 from placer.engine.runtime import Decision, Scheduler
 from placer.plugins.default_preemption import (
@@ -545,6 +545,14 @@ def test_the_victim_order_kept_per_node_follows_its_pods_and_the_budgets() -> No
                          [kpod("x", 5, "600m", node_name="n"), kpod("y", 0, "400m", node_name="n")])
     assert nominated(decide(fit, kpod("q", 3, "400m"), cluster)) == ("n", ["y"])
     assert nominated(decide(fit, kpod("p", 10, "600m"), cluster)) == ("n", ["x"])
+    # the same pods, the node larger: its outcome (kept for the same shortfall) is weighed again
+    pods = [kpod("x", 5, "500m", node_name="n", memory="6Gi"), kpod("y", 0, "500m", node_name="n", memory="1Gi")]
+    cluster = cluster_of([node("n", cpu="1")], pods)
+    assert nominated(decide(fit, kpod("p", 10, "1"), cluster)) == ("n", ["x", "y"])
+    cluster.upsert_node(parse_node(node("n", cpu="1500m")))
+    assert nominated(decide(fit, kpod("p", 10, "1"), cluster)) == ("n", ["y"])
+    # and a preemptor asking for memory too: what each pod frees is counted again (y frees too little)
+    assert nominated(decide(fit, kpod("p", 10, "1", memory="4Gi"), cluster)) == ("n", ["x"])
 
 
 def records(cluster: ClusterState, *names: str) -> list[Any]:
