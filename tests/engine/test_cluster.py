@@ -240,7 +240,7 @@ def _snapshot(cluster: ClusterState) -> tuple:
 
     room = cluster.tracker(RoomByPriority)
     slots = np.arange(cluster.size)
-    below = [(room.count_below(p, slots).tolist(), room.requested_below(p, "cpu", slots).tolist()) for p in (1, 11)]
+    below = [(room.count_below(p, slots).tolist(), room.requested_below(p, "cpu", slots).tolist()) for p in (1, 11, 13)]
     return (
         sorted((key, record.node) for key, record in cluster.pods.items()),
         {node: sorted(keys) for node, keys in cluster.pods_by_node.items()},
@@ -276,6 +276,21 @@ def test_many_nominated_pods_are_counted_in_and_out_as_one_at_a_time() -> None:
         one_by_one.remove_pod(nominated[-1].pod.key)
         assert _snapshot(summed) == _snapshot(one_by_one)
     assert _snapshot(summed) == before
+    extra = [PodRecord(parse_pod(pod(f"more-{i}", cpu="50m", priority=12, host_ports=[9090] if i else ())),
+                       f"n{i}", assumed=True) for i in range(3)]
+    with summed.with_pods([*extra, *nominated[2:-1]]):  # two gone, three new: the rest's rows reused
+        for record in (*nominated[:2], *extra):
+            if record in extra:
+                one_by_one._record(record)
+            else:
+                one_by_one.remove_pod(record.pod.key)
+        assert _snapshot(summed) == _snapshot(one_by_one)
+    assert _snapshot(summed) == before
+    for record in (*nominated[:2], *extra):  # (back to nominated[:-1])
+        if record in extra:
+            one_by_one.remove_pod(record.pod.key)
+        else:
+            one_by_one._record(record)
     with summed.with_pods([*nominated[:-1], nominated[0]]):  # a name twice: counted once
         assert _snapshot(summed) == _snapshot(one_by_one)
     assert _snapshot(summed) == before

@@ -20,6 +20,7 @@ Nothing here does I/O: the simulator and the operator feed it the same way.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections import Counter, deque
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ __all__ = [
     "PODS",
     "ClusterState",
     "PodRecord",
+    "PodSums",
     "PodTracker",
     "SlotColumns",
     "TopologyDomains",
@@ -61,16 +63,23 @@ class PodRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class _Summed:
-    """What `ClusterState.with_pods` counts for many records, as arrays (`_summed_for`)."""
+class PodSums:
+    """Many pods counted on nodes at once, as arrays (`ClusterState.with_pods`: the pods nominated
+    to nodes, counted into a cycle and out of it): what trackers get in `PodTracker.account_many`."""
 
     key: tuple[int, ...]  # the node table's static version, then the records' ids
     records: tuple[PodRecord, ...]
-    counted: list[tuple[int, PodInfo]]  # (slot, pod) of the records whose node is in the table
-    slots: np.ndarray  # their slots
-    cells: np.ndarray  # (slot, column, amount) of every request
-    nonzero: np.ndarray  # (nonzero cpu, nonzero memory) per counted record
-    ported: list[tuple[int, PodInfo]]  # those with host ports
+    counted: list[tuple[int, PodInfo]]  # (slot, pod) of the records whose node is in the table: the rows
+    slots: np.ndarray  # per row: its slot
+    priorities: np.ndarray  # per row: its pod's priority
+    cells: np.ndarray  # (slot, column, amount, row) of every request of the rows' pods
+    nonzero: np.ndarray  # per row: (nonzero cpu, nonzero memory)
+    ported: list[tuple[int, PodInfo]]  # the rows whose pod has host ports
+    rows: dict[int, int]  # id(record) -> its row
+
+
+_NO_SUMS = PodSums((), (), [], np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64),
+                   np.zeros((0, 4), dtype=np.int64), np.zeros((0, 2), dtype=np.int64), [], {})
 
 
 @dataclass(slots=True)
@@ -151,11 +160,10 @@ class PodTracker:
     def account(self, pod: PodInfo, slot: int, sign: int) -> None:
         raise NotImplementedError
 
-    def account_many(self, counted: Sequence[tuple[int, PodInfo]], sign: int, slots: np.ndarray) -> None:
-        """`account` of many (slot, pod) at once (pods nominated to nodes, counted in and out of a
-        cycle; `slots` their slots as an array); a tracker whose state is columns may sum them as
-        arrays. The same list may come back: a tracker may keep what it derives from it."""
-        for slot, pod in counted:
+    def account_many(self, sums: PodSums, sign: int) -> None:
+        """`account` of many pods at once (the pods nominated to nodes, counted in and out of a
+        cycle); a tracker whose state is columns may add `sums`' arrays instead."""
+        for slot, pod in sums.counted:
             self.account(pod, slot, sign)
 
     def clear_slot(self, slot: int) -> None:
@@ -308,7 +316,7 @@ class ClusterState:
         # the pod whose work it reuses (`pod_changes_since`)
         self.pod_changes = 0
         self._pod_log: deque[tuple[int | None, PodInfo]] = deque(maxlen=_POD_LOG)
-        self._summed: _Summed | None = None  # `with_pods`' last arrays
+        self._summed: PodSums | None = None  # `with_pods`' last arrays
 
     # ----------------------------------------------------------------- node table
 
@@ -811,34 +819,52 @@ class ClusterState:
         self._account(record, +1)
         self._logged(self.index.get(record.node), record.pod)
 
-    def _summed_for(self, records: list[PodRecord]) -> _Summed:
-        """The columns `records` add, summed once for as long as the same records come back (the
-        pods nominated to nodes, cycle after cycle) and the node table keeps its slots."""
+    def _summed_for(self, records: list[PodRecord]) -> PodSums:
+        """The columns `records` add, as arrays. The last answer is kept: the same records again
+        (the pods nominated to nodes, cycle after cycle) take it as it is; others take its rows of
+        the records they share with it (a nomination more or less between two cycles) and sum only
+        the records new to it. Until the node table changes its slots."""
         key = (self.static_version, *map(id, records))  # (the memo holds the records: ids stay theirs)
         memo = self._summed
         if memo is not None and memo.key == key:
             return memo
         if len({record.pod.key for record in records}) != len(records):  # two of a name: one at a time
-            return _Summed(key, (), [], np.zeros(0, dtype=np.intp), np.zeros((0, 3), dtype=np.int64),
-                           np.zeros((0, 2), dtype=np.int64), [])
-        counted = [(slot, record.pod) for record in records if (slot := self.index.get(record.node)) is not None]
-        cells = [(slot, self.resource_column(name), amount)  # (may widen the table)
-                 for slot, pod in counted for name, amount in pod.requests.items()]
-        table = np.array(cells, dtype=np.int64).reshape(len(cells), 3)
-        nonzero = np.array([(pod.nonzero_cpu, pod.nonzero_memory) for _, pod in counted],
-                           dtype=np.int64).reshape(len(counted), 2)
-        self._summed = _Summed(
+            return dataclasses.replace(_NO_SUMS, key=key)
+        if memo is None or memo.key[0] != self.static_version:
+            memo = _NO_SUMS
+        known = memo.rows
+        found = [known.get(id(record), -1) for record in records]
+        kept = [row for row in found if row >= 0]
+        fresh = [(slot, record) for record, row in zip(records, found, strict=True)
+                 if row < 0 and (slot := self.index.get(record.node)) is not None]
+        new_cells = [(slot, self.resource_column(name), amount, len(kept) + i)  # (may widen the table)
+                     for i, (slot, record) in enumerate(fresh) for name, amount in record.pod.requests.items()]
+        taken = np.array(kept, dtype=np.intp)
+        renumber = np.full(len(memo.slots), -1, dtype=np.int64)
+        renumber[taken] = np.arange(len(kept))
+        cells = memo.cells[renumber[memo.cells[:, 3]] >= 0] if len(memo.cells) else memo.cells
+        cells = np.vstack((cells, np.array(new_cells, dtype=np.int64).reshape(len(new_cells), 4)))
+        cells[: len(cells) - len(new_cells), 3] = renumber[cells[: len(cells) - len(new_cells), 3]]
+        counted = [memo.counted[row] for row in kept] + [(slot, record.pod) for slot, record in fresh]
+        rows = [record for record, row in zip(records, found, strict=True) if row >= 0]
+        rows += [record for _, record in fresh]
+        self._summed = PodSums(
             key=key,
             records=tuple(records),
             counted=counted,
-            slots=np.array([slot for slot, _ in counted], dtype=np.intp),
-            cells=table,
-            nonzero=nonzero,
+            slots=np.concatenate((memo.slots[taken], np.array([slot for slot, _ in fresh], dtype=np.intp))),
+            priorities=np.concatenate((memo.priorities[taken],
+                                       np.array([record.pod.priority for _, record in fresh], dtype=np.int64))),
+            cells=cells,
+            nonzero=np.vstack((memo.nonzero[taken], np.array(
+                [(record.pod.nonzero_cpu, record.pod.nonzero_memory) for _, record in fresh],
+                dtype=np.int64).reshape(len(fresh), 2))),
             ported=[(slot, pod) for slot, pod in counted if pod.host_ports],
+            rows={id(record): row for row, record in enumerate(rows)},
         )
         return self._summed
 
-    def _count_summed(self, summed: _Summed, sign: int) -> None:
+    def _count_summed(self, summed: PodSums, sign: int) -> None:
         """Count (+1) or uncount (-1) records none (or all) of which are counted, their columns
         summed as arrays. One version more and no pod change logged (`pod_changes_since` then
         answers None: what was counted here is no longer counted, or will not be for long)."""
@@ -864,7 +890,7 @@ class ClusterState:
         for slot, pod in summed.ported:
             self._count_ports(slot, pod, sign)
         for tracker in self._trackers.values():
-            tracker.account_many(summed.counted, sign, summed.slots)
+            tracker.account_many(summed, sign)
         self.version += 1
 
     def _account(self, record: PodRecord, sign: int) -> None:

@@ -9,18 +9,12 @@ nothing for it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from placer.engine.cluster import ClusterState, PodTracker
+from placer.engine.cluster import ClusterState, PodSums, PodTracker
 from placer.engine.objects import PodInfo
 
 __all__ = ["RoomByPriority"]
-
-
-#: a priority, the slots of its pods, and per resource (name, slots, amounts) of their requests
-_Sums = tuple[int, np.ndarray, list[tuple[str, np.ndarray, np.ndarray]]]
 
 
 class _Level:
@@ -55,8 +49,6 @@ class RoomByPriority(PodTracker):
     def __init__(self, cluster: ClusterState) -> None:
         super().__init__(cluster)
         self._levels: dict[int, _Level] = {}
-        self._summed_for: object = None  # the last `account_many` list, and its sums
-        self._summed: list[_Sums] = []
 
     def account(self, pod: PodInfo, slot: int, sign: int) -> None:
         level = self._levels.get(pod.priority)
@@ -67,36 +59,19 @@ class RoomByPriority(PodTracker):
             if amount:
                 level.column(resource)[slot] += sign * amount
 
-    def account_many(self, counted: Sequence[tuple[int, PodInfo]], sign: int, slots: np.ndarray) -> None:
-        if counted is not self._summed_for:  # (the same list comes back cycle after cycle)
-            self._summed_for, self._summed = counted, self._sum(counted)
-        for priority, slots, columns in self._summed:
+    def account_many(self, sums: PodSums, sign: int) -> None:
+        resources = self.cluster.resources
+        cells = sums.cells[sums.cells[:, 2] != 0]
+        for priority in np.unique(sums.priorities).tolist():
             level = self._levels.get(priority)
             if level is None:
                 level = self._levels[priority] = _Level(self.cluster.capacity)
-            np.add.at(level.count, slots, sign)
-            for resource, where, amounts in columns:
-                np.add.at(level.column(resource), where, sign * amounts)
-
-    @staticmethod
-    def _sum(counted: Sequence[tuple[int, PodInfo]]) -> list[_Sums]:
-        """Per priority: the slots of its pods, and per resource where and how much they request."""
-        by_priority: dict[int, list[tuple[int, PodInfo]]] = {}
-        for item in counted:
-            by_priority.setdefault(item[1].priority, []).append(item)
-        summed = []
-        for priority, items in by_priority.items():
-            requests: dict[str, tuple[list[int], list[int]]] = {}
-            for slot, pod in items:
-                for resource, amount in pod.requests.items():
-                    if amount:
-                        where, how_much = requests.setdefault(resource, ([], []))
-                        where.append(slot)
-                        how_much.append(amount)
-            columns = [(resource, np.asarray(where, dtype=np.intp), np.asarray(how_much, dtype=np.int64))
-                       for resource, (where, how_much) in requests.items()]
-            summed.append((priority, np.asarray([slot for slot, _ in items], dtype=np.intp), columns))
-        return summed
+            rows = sums.priorities == priority
+            np.add.at(level.count, sums.slots[rows], sign)
+            mine = cells[rows[cells[:, 3]]]
+            for column in np.unique(mine[:, 1]).tolist():
+                part = mine[mine[:, 1] == column]
+                np.add.at(level.column(resources[column]), part[:, 0], sign * part[:, 2])
 
     def clear_slot(self, slot: int) -> None:
         for level in self._levels.values():

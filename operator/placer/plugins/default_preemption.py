@@ -58,7 +58,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field, model_validator
 
-from placer.engine.cluster import ClusterState, PodRecord, PodTracker
+from placer.engine.cluster import ClusterState, PodRecord, PodSums, PodTracker
 from placer.engine.framework import (
     EvictionCheck,
     PluginArgs,
@@ -166,8 +166,8 @@ class VictimOrder(PodTracker):
     def account(self, pod: PodInfo, slot: int, sign: int) -> None:
         self._stamps[slot] += 1
 
-    def account_many(self, counted: Sequence[tuple[int, PodInfo]], sign: int, slots: np.ndarray) -> None:
-        np.add.at(self._stamps, slots, 1)
+    def account_many(self, sums: PodSums, sign: int) -> None:
+        np.add.at(self._stamps, sums.slots, 1)
 
     def clear_slot(self, slot: int) -> None:
         self._stamps[slot] += 1
