@@ -175,10 +175,11 @@ class PodInfo:
     pod_group_name: str = ""
     error: str | None = None
     resource_version: str = ""
+    #: "namespace/name", made once: the engine asks it of every pod it counts in and out
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
     @property
     def terminal(self) -> bool:

@@ -567,7 +567,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
 
 # status fields that make `parse_pod` read more of the status (an in-place resize): no shortcut
 _RESIZE_STATUS = frozenset(("containerStatuses", "initContainerStatuses", "resources", "allocatedResources"))
-_POD_FIELDS = attrgetter(*(f.name for f in dataclass_fields(PodInfo)))
+_POD_FIELDS = attrgetter(*(f.name for f in dataclass_fields(PodInfo) if f.init))
 
 
 def _read(spec: dict[str, Any], meta: dict[str, Any], status: dict[str, Any]) -> str | None:
