@@ -95,7 +95,7 @@ async def test_the_preemptor_is_nominated_at_once_and_its_victim_evicted_in_orde
     state.cache.observe_pod(pending("hp", "1", 1000))
     await decide(state, loop, "default/hp")
     # nominated in the cycle itself: the next decision already holds the room
-    assert state.cluster.nominated["default/hp"][1] == "n1"
+    assert state.cluster.nominated["default/hp"].node == "n1"
     assert loop.preemptions.running("default/hp")
     await settle(loop)
     # b is the victim (the later start); a is spared
@@ -155,7 +155,7 @@ async def test_the_nomination_holds_the_room_against_pods_of_its_priority_or_low
     assert fits(state, pending("higher", "1", 2000)) == "n1"  # kube: a higher priority ignores it
     # a pending copy without nominatedNodeName (the condition write's echo) keeps it
     state.cache.observe_pod(pending("hp", "1", 1000))
-    assert state.cluster.nominated["default/hp"][1] == "n1"
+    assert state.cluster.nominated["default/hp"].node == "n1"
     # the preemptor deleted: the room is anyone's
     state.cache.pod_deleted(pending("hp", "1", 1000))
     assert "default/hp" not in state.cluster.nominated
@@ -168,14 +168,14 @@ async def test_lower_priority_nominations_to_the_node_are_displaced_and_cleared(
     state.cache.observe_pod(pending("mid", "1", 100))
     await decide(state, loop, "default/mid")
     await settle(loop)
-    assert state.cluster.nominated["default/mid"][1] == "n1"
+    assert state.cluster.nominated["default/mid"].node == "n1"
     assert kube.deletes == [("default/b", "uid-b")]
     # b still shows (no watch event yet); a pod of higher priority needs the whole node
     state.cache.observe_pod(pending("top", "2", 1000))
     kube.pod_writes.clear()
     await decide(state, loop, "default/top")
     assert "default/mid" not in state.cluster.nominated
-    assert state.cluster.nominated["default/top"][1] == "n1"
+    assert state.cluster.nominated["default/top"].node == "n1"
     await settle(loop)
     clears = [w for w in kube.pod_writes if w[1] == "default/mid"]
     assert clears == [("status", "default/mid", {"metadata": {"uid": "uid-mid"},
@@ -197,7 +197,7 @@ async def test_a_victim_already_gone_is_fine(manual: Manual) -> None:
     assert state.metrics.preemption_victims.get(result="gone") == 1
     assert state.metrics.api_errors.get(call="delete_pod") == 0
     assert len(events(kube, "Preempted")) == 1  # as kube: the event says why it went
-    assert state.cluster.nominated["default/hp"][1] == "n1"
+    assert state.cluster.nominated["default/hp"].node == "n1"
 
 
 async def test_a_recreated_victim_is_not_deleted(manual: Manual) -> None:
@@ -220,7 +220,7 @@ async def test_a_failed_delete_leaves_the_nomination_and_the_preemptor_tries_aga
     assert state.metrics.preemption_victims.get(result="failed") == 1
     assert state.metrics.api_errors.get(call="delete_pod") == 1
     assert events(kube, "Preempted") == []
-    assert state.cluster.nominated["default/hp"][1] == "n1"  # it stays
+    assert state.cluster.nominated["default/hp"].node == "n1"  # it stays
     # retried: b is still there and not terminating, so it is preempted again
     kube.delete_status = lambda key: 200
     await decide(state, loop, "default/hp")
@@ -279,21 +279,21 @@ async def test_the_watch_does_not_undo_a_nomination_being_written(manual: Manual
     kube.patch_pod_status = slow  # type: ignore[method-assign]
     state.cache.observe_pod(pending("hp", "1", 1000, nominated="n9"))  # an old nomination, elsewhere
     await decide(state, loop, "default/hp")
-    assert state.cluster.nominated["default/hp"][1] == "n1"
+    assert state.cluster.nominated["default/hp"].node == "n1"
     state.cache.observe_pod(pending("hp", "1", 1000))  # someone clears it on the server meanwhile
-    assert state.cluster.nominated["default/hp"][1] == "n1"  # our write is on its way: it leads
+    assert state.cluster.nominated["default/hp"].node == "n1"  # our write is on its way: it leads
     gate.set()
     await settle(loop)
     assert not state.nominations.writes
     state.cache.observe_pod(pending("hp", "1", 1000, nominated="n1"))  # the echo of our write
-    assert state.cluster.nominated["default/hp"][1] == "n1"
+    assert state.cluster.nominated["default/hp"].node == "n1"
 
 
 async def test_preemption_finding_nothing_clears_the_nomination(manual: Manual) -> None:
     state, kube, loop = manual
     full_node(state)
     state.cache.observe_pod(pending("huge", "3", 1000, nominated="n1"))  # more than n1 has at all
-    assert state.cluster.nominated["default/huge"][1] == "n1"
+    assert state.cluster.nominated["default/huge"].node == "n1"
     await decide(state, loop, "default/huge")
     assert "default/huge" not in state.cluster.nominated
     await settle(loop)
@@ -310,7 +310,7 @@ async def test_a_pod_that_may_not_preempt_keeps_its_nomination(manual: Manual) -
     state.cache.observe_pod(pending("never", "1", 1000, nominated="n1", spec={"preemptionPolicy": "Never"}))
     await decide(state, loop, "default/never")
     await settle(loop)
-    assert state.cluster.nominated["default/never"][1] == "n1"
+    assert state.cluster.nominated["default/never"].node == "n1"
     assert kube.deletes == [] and not [w for w in kube.pod_writes if w[0] == "delete"]
 
 
@@ -364,12 +364,12 @@ def test_nominations_follow_the_pods_status() -> None:
     nominated = state.cluster.nominated
     # a pending pod seen nominated (by a previous leader) holds its node
     state.cache.observe_pod(pending("a", "1", 10, nominated="n1"))
-    assert nominated["default/a"][1] == "n1"
+    assert nominated["default/a"].node == "n1"
     # another copy that does not change it keeps it; a change of node is followed
     state.cache.observe_pod(pending("a", "1", 10, nominated="n1", labels={"x": "y"}))
-    assert nominated["default/a"][1] == "n1" and nominated["default/a"][0].labels == {"x": "y"}
+    assert nominated["default/a"].node == "n1" and nominated["default/a"].pod.labels == {"x": "y"}
     state.cache.observe_pod(pending("a", "1", 10, nominated="n2"))
-    assert nominated["default/a"][1] == "n2"
+    assert nominated["default/a"].node == "n2"
     # cleared on the server: dropped
     state.cache.observe_pod(pending("a", "1", 10))
     assert "default/a" not in nominated
@@ -377,7 +377,7 @@ def test_nominations_follow_the_pods_status() -> None:
     a = state.cache.pending["placer"]["default/a"]
     state.cluster.nominate(a, "n1")
     state.cache.observe_pod(pending("a", "1", 10))
-    assert nominated["default/a"][1] == "n1"
+    assert nominated["default/a"].node == "n1"
     # bound (anywhere): dropped
     state.cache.observe_pod(pending("a", "1", 10, nominated="n1"))
     state.cache.observe_pod(pod("a", cpu="1", node_name="n2", spec={"priority": 10}))
@@ -396,7 +396,7 @@ def test_nominations_follow_the_pods_status() -> None:
     assert "default/other" not in nominated
     # ...until a profile serves it; and no longer when it stops
     state.profile_feed.upsert(profile("q", "someone-else"))
-    assert nominated["default/other"][1] == "n1"
+    assert nominated["default/other"].node == "n1"
     state.profile_feed.delete(profile("q", "someone-else"))
     assert "default/other" not in nominated
 

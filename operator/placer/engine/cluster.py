@@ -294,10 +294,9 @@ class ClusterState:
         self._domains_version = -1
         # namespaces, services, workloads, ...: every other kind plugins read
         self.catalog = Catalog()
-        # pods nominated to a node by preemption, waiting for their victims to go: key -> (pod, node)
-        self.nominated: dict[str, tuple[PodInfo, str]] = {}
-        # the same as records, kept from one cycle to the next (`with_pods` sums them once)
-        self._nominated_records: dict[str, PodRecord] = {}
+        # pods nominated to a node by preemption, waiting for their victims to go: key -> the pod
+        # where it is nominated (a record kept from one cycle to the next: `with_pods` sums it once)
+        self.nominated: dict[str, PodRecord] = {}
         # what nodes' kubelets count that the watch does not show yet (a kubelet refused a pod for
         # it: `placer.engine.kubelet_admission`), and the nodes held whole after a refusal that no
         # amount explains, until their Node object changes or the hold is released
@@ -729,12 +728,7 @@ class ClusterState:
             if column in (CPU, MEMORY):
                 self.nonzero_requested[slot, column] += sign * amount
         if withheld.ports:
-            ports = self.node_ports.setdefault(slot, Counter())
-            ports.update({port: sign for port in withheld.ports})
-            if not +ports:
-                del self.node_ports[slot]
-            else:
-                self.node_ports[slot] = +ports
+            self._count_ports(slot, withheld.ports, sign)
 
     def own_requested(self, node_name: str, resource: str) -> int:
         """What the pods counted on a node request of a resource ("pods": how many), without what
@@ -787,14 +781,12 @@ class ClusterState:
 
     def nominate(self, pod: PodInfo, node: str) -> None:
         """Hold `node`'s room for a pod whose victims are being evicted (kube's nominated pods)."""
-        self.nominated[pod.key] = (pod, node)
-        self._nominated_records[pod.key] = PodRecord(pod, node, assumed=True)
+        self.nominated[pod.key] = PodRecord(pod, node, assumed=True)
         self.version += 1
 
     def unnominate(self, key: str) -> bool:
         if self.nominated.pop(key, None) is None:
             return False
-        del self._nominated_records[key]
         self.version += 1
         return True
 
@@ -803,7 +795,7 @@ class ClusterState:
         other than itself, not counted on a node already (kube's `addNominatedPods`)."""
         pods, priority = self.pods, pod.priority
         return [
-            record for key, record in self._nominated_records.items()
+            record for key, record in self.nominated.items()
             if record.pod.priority >= priority and key not in pods and key != pod.key
         ]
 
@@ -888,7 +880,7 @@ class ClusterState:
         np.add.at(self.nonzero_requested[:, 0], summed.slots, sign * summed.nonzero[:, 0])
         np.add.at(self.nonzero_requested[:, 1], summed.slots, sign * summed.nonzero[:, 1])
         for slot, pod in summed.ported:
-            self._count_ports(slot, pod, sign)
+            self._count_ports(slot, pod.host_ports, sign)
         for tracker in self._trackers.values():
             tracker.account_many(summed, sign)
         self.version += 1
@@ -906,13 +898,14 @@ class ClusterState:
         self.nonzero_requested[slot, 0] += sign * pod.nonzero_cpu
         self.nonzero_requested[slot, 1] += sign * pod.nonzero_memory
         if pod.host_ports:
-            self._count_ports(slot, pod, sign)
+            self._count_ports(slot, pod.host_ports, sign)
         for tracker in self._trackers.values():
             tracker.account(pod, slot, sign)
 
-    def _count_ports(self, slot: int, pod: PodInfo, sign: int) -> None:
+    def _count_ports(self, slot: int, held: Sequence[tuple[str, str, int]], sign: int) -> None:
+        """Host ports (a pod's, or what a kubelet counts there) taken (+1) or freed (-1) on a node."""
         ports = self.node_ports.setdefault(slot, Counter())
-        ports.update({port: sign for port in pod.host_ports})
+        ports.update({port: sign for port in held})
         if not +ports:
             del self.node_ports[slot]
         else:

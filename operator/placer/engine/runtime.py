@@ -394,7 +394,7 @@ class Scheduler:
     def _with_nominated(allowed: np.ndarray, pod: PodInfo, cluster: ClusterState) -> np.ndarray:
         """`allowed` and the node the pod is nominated to, if any (kube evaluates it first)."""
         nominated = cluster.nominated.get(pod.key)
-        node = nominated[1] if nominated is not None else pod.nominated_node
+        node = nominated.node if nominated is not None else pod.nominated_node
         slot = cluster.index.get(node) if node else None
         if slot is None or allowed[slot] or not cluster.present[slot]:
             return allowed
@@ -716,7 +716,7 @@ class Scheduler:
         nominated to a node that fits goes there (kube's `evaluateNominatedNode`). With a
         PreFilterResult (`allowed`), only its nodes are scanned, as kube's list of them."""
         nominated = cluster.nominated.get(pod.key)
-        node = nominated[1] if nominated is not None else pod.nominated_node
+        node = nominated.node if nominated is not None else pod.nominated_node
         slot = cluster.index.get(node) if node else None
         if slot is not None and feasible[slot]:
             return np.array([slot], dtype=np.int64)

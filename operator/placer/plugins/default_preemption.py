@@ -238,7 +238,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
         if pod.preemption_policy == "Never":
             return NEVER
         held = cluster.nominated.get(pod.key)
-        node = held[1] if held is not None else pod.nominated_node
+        node = held.node if held is not None else pod.nominated_node
         slot = cluster.index.get(node) if node else None
         if slot is None or not (context.candidates == slot).any():
             return None  # no nomination, or preemption can no longer help there: try again
@@ -277,8 +277,8 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
             return f"preemption: {fit_error_message(context.all_nodes, +statuses)}"
         best = pick_one(found)
         displaced = tuple(
-            key for key, (other, node) in cluster.nominated.items()
-            if node == best.node and other.priority < pod.priority and key != pod.key
+            key for key, held in cluster.nominated.items()
+            if held.node == best.node and held.pod.priority < pod.priority and key != pod.key
         )
         return Preemption(best.node, tuple(best.victims), displaced)
 
@@ -360,7 +360,8 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
             asked.append((i, lower, wanted))
         if asked:
             chosen = np.fromiter((i for i, _, _ in asked), dtype=np.intp, count=len(asked))
-            found = DefaultPreemption._put_back(check, positions[chosen], [lower for _, lower, _ in asked], checked)
+            found = DefaultPreemption._put_back(check, positions[chosen], [lower for _, lower, _ in asked], checked,
+                                                key)
             if keep and sum(len(lower.outcomes) for _, lower, _ in asked) > 8 * len(asked):
                 for _, lower, _ in asked:
                     lower.outcomes.clear()  # (shortfalls seen once: start again rather than grow)
@@ -374,12 +375,12 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs]):
 
     @staticmethod
     def _put_back(
-        check: EvictionCheck, positions: np.ndarray, lowers: list[_Lower], checked: bool,
+        check: EvictionCheck, positions: np.ndarray, lowers: list[_Lower], checked: bool, key: Hashable | None,
     ) -> list[tuple[list[PodInfo], int] | None]:
         """The put-backs on the candidates at `positions` (their lower pods `lowers`), all at once:
-        per node, its victims most important first and how many of them break a budget, or None."""
+        per node, its victims most important first and how many of them break a budget, or None.
+        `key`: the check's `frees_key`, under which each node's rows are kept."""
         width = check.width
-        key = check.frees_key
         lists: list[list[PodRecord]] = []
         protected: list[int] = []  # per node: how many of its list a budget protects (they come first)
         rows: list[int] = []

@@ -44,7 +44,7 @@ class Nominations:
             known is not None and known.uid == pod.uid and known.nominated_node == pod.nominated_node
         ):
             if held is not None:
-                self.cluster.nominate(pod, held[1])  # the pod's latest version, where memory says
+                self.cluster.nominate(pod, held.node)  # the pod's latest version, where memory says
             return
         if pod.nominated_node:
             self.cluster.nominate(pod, pod.nominated_node)
@@ -57,7 +57,7 @@ class Nominations:
         if held is None:
             return False
         self.cluster.unnominate(key)
-        if held[1] != now_on:
+        if held.node != now_on:
             self.wake(ClusterEvent.POD_DELETE)
         return True
 

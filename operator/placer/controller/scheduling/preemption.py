@@ -136,8 +136,8 @@ class Preemptions:
         for key in preemption.displaced:
             held = cluster.nominated.get(key)
             if held is not None and cluster.unnominate(key):
-                logger.debug("nomination of %s to %s displaced by %s", key, held[1], pod.key)
-                self.clear(held[0])
+                logger.debug("nomination of %s to %s displaced by %s", key, held.node, pod.key)
+                self.clear(held.pod)
         self.metrics.preemptions.inc(profile=profile.name)
         logger.info("preempting %s on %s for %s", ", ".join(v.key for v in preemption.victims) or "nothing",
                     preemption.node, pod.key)
@@ -210,7 +210,7 @@ class Preemptions:
 
     def _nominated(self, key: str, node: str) -> bool:
         held = self.cluster.nominated.get(key)
-        return self.is_leader() and held is not None and held[1] == node
+        return self.is_leader() and held is not None and held.node == node
 
     async def _write(self, write: Write, pod: PodInfo) -> Written:
         result = await self.effects.write(write, pod.key)
