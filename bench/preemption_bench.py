@@ -95,9 +95,9 @@ def measure(cluster: ClusterState, preemption: bool, preemptors: int) -> tuple[l
 BASIC_STAGES = tuple(round(0.05 + 0.1 * i, 2) for i in range(10))
 
 
-def low_pod(name: str, node_name: str) -> PodInfo:
+def low_pod(name: str, node_name: str, labels: dict[str, str] | None = None) -> PodInfo:
     """kube's templates/pod-low-priority.yaml, bound (no status.startTime: no kubelet runs it)."""
-    return parse_pod(pod(name, cpu="900m", memory="500Mi", node_name=node_name))
+    return parse_pod(pod(name, cpu="900m", memory="500Mi", node_name=node_name, labels=labels))
 
 
 def high_pod(name: str, node_name: str | None = None) -> PodInfo:
@@ -105,14 +105,15 @@ def high_pod(name: str, node_name: str | None = None) -> PodInfo:
     return parse_pod(pod(name, cpu="3", memory="500Mi", priority=10, node_name=node_name))
 
 
-def basic_cluster(nodes: int) -> ClusterState:
-    """PreemptionBasic's start: every node full with 4 low-priority pods."""
+def basic_cluster(nodes: int, protected: bool = False) -> ClusterState:
+    """PreemptionBasic's start: every node full with 4 low-priority pods (`protected`: every other
+    one labelled `protected: "1"`, the rest `"0"`, as bench/suite's PreemptionWithPDB)."""
     cluster = ClusterState()
     for i in range(nodes):
         cluster.upsert_node(parse_node(node(f"scheduler-perf-{i:05d}", cpu="4", memory="32Gi", pods="110")))
     for i, name in enumerate(cluster.names[slot] for slot in cluster.scan_order()):
         for j in range(4):
-            cluster.add_pod(low_pod(f"pod-{i:05d}-{j}", name))
+            cluster.add_pod(low_pod(f"pod-{i:05d}-{j}", name, {"protected": str(j % 2)} if protected else None))
     return cluster
 
 
@@ -189,13 +190,8 @@ def main_basic(args: argparse.Namespace) -> int:
 
 def waves_cluster(nodes: int, budget: bool) -> ClusterState:
     """PreemptionBasic's start; with `budget`, every other low pod under a budget allowing none."""
-    cluster = basic_cluster(nodes) if not budget else ClusterState()
+    cluster = basic_cluster(nodes, protected=budget)
     if budget:
-        for i in range(nodes):
-            cluster.upsert_node(parse_node(node(f"scheduler-perf-{i:05d}", cpu="4", memory="32Gi", pods="110")))
-        for k, slot in enumerate(slot for slot in cluster.scan_order() for _ in range(4)):
-            cluster.add_pod(parse_pod(pod(f"victim-{k}", cpu="900m", memory="500Mi", node_name=cluster.names[slot],
-                                          labels={"protected": str(k % 2)})))
         upsert_object(cluster.catalog, KINDS_BY_NAME["PodDisruptionBudget"], {
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": "protected", "namespace": "default"},
